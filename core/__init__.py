@@ -1,0 +1,37 @@
+"""cpdecomp core: split-conformal families, the two games, and their attributions."""
+
+from core.attribution import METHODS, build_design
+from core.conformal import FAMILIES, conformal_rank, get_family, minimum_calibration_size
+from core.data import choose_columns, load_table, split_rows, target_values
+from core.decomposition import Decomposition
+from core.errors import CpdecompError
+from core.explainer import Explainer, Explanation
+from core.models import MODELS
+from core.system import ConformalSystem, FittedSystem, fit_system, system_from_functions
+from core.workflow import Report, Study, StudyOptions, prepare_study
+
+__all__ = [
+    "FAMILIES",
+    "METHODS",
+    "MODELS",
+    "ConformalSystem",
+    "CpdecompError",
+    "Decomposition",
+    "Explainer",
+    "Explanation",
+    "FittedSystem",
+    "Report",
+    "Study",
+    "StudyOptions",
+    "build_design",
+    "choose_columns",
+    "conformal_rank",
+    "fit_system",
+    "get_family",
+    "load_table",
+    "minimum_calibration_size",
+    "prepare_study",
+    "split_rows",
+    "system_from_functions",
+    "target_values",
+]

@@ -1,0 +1,122 @@
+"""The command line: `cpdecomp explain DATA --target COL ... --out FILE`.
+
+Bad input exits with status 2 and one line on stderr that says what is wrong and how to fix
+it; an unexpected failure exits with status 1, also in one line (CPDECOMP_DEBUG=1 shows the
+traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from core.attribution import METHODS
+from core.conformal import FAMILIES, alpha_fraction
+from core.data import load_table, parse_split
+from core.errors import CpdecompError
+from core.models import MODELS
+from core.output import output_format, write_report
+from core.workflow import StudyOptions, prepare_study
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 1
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (status 2), like our own errors."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise CpdecompError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="cpdecomp", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    explain = commands.add_parser(
+        "explain", help="explain conformal interval widths of patients",
+        description="Split each patient's interval width into calibration-driven and "
+        "instance-driven attributions per feature.",
+    )
+    explain.add_argument("data", metavar="DATA", help="CSV or Parquet file of patients")
+    explain.add_argument("--target", required=True, help="the outcome column")
+    explain.add_argument("--id-column", help="column that identifies patients")
+    explain.add_argument("--features", help="comma-separated feature columns (default: all others)")
+    explain.add_argument("--train", help="training file; then DATA holds only patients to explain")
+    explain.add_argument("--calibration", help="calibration file (with --train)")
+    explain.add_argument("--split", default="0.5,0.25,0.25",
+                         help="train,calibration,test fractions of DATA (default %(default)s)")
+    explain.add_argument("--family", default="normalized", choices=list(FAMILIES))
+    explain.add_argument("--model", default="gbm", choices=list(MODELS))
+    explain.add_argument("--method", default="exact", choices=list(METHODS))
+    explain.add_argument("--permutations", type=int, default=None,
+                         help="budget of --method permutation (default 64)")
+    explain.add_argument("--alpha", default="0.1", help="miscoverage (default %(default)s)")
+    explain.add_argument("--background", type=int, default=64,
+                         help="background rows drawn from training (default %(default)s)")
+    explain.add_argument("--scale", default="width", choices=["width", "log"])
+    explain.add_argument("--seed", type=int, default=0)
+    explain.add_argument("--out", required=True, help="FILE.csv, FILE.parquet or FILE.json")
+    return parser
+
+
+def run_explain(args: argparse.Namespace) -> str:
+    started = time.perf_counter()
+    output_format(args.out)  # fail before any work
+    alpha = float(alpha_fraction(args.alpha))
+    if args.background < 1:
+        raise CpdecompError("--background must be at least 1")
+    features = None
+    if args.features:
+        features = tuple(name.strip() for name in args.features.split(",") if name.strip())
+    options = StudyOptions(
+        target=args.target, id_column=args.id_column, features=features, family=args.family,
+        model=args.model, background=args.background, seed=args.seed,
+        split=parse_split(args.split), quantile_alpha=alpha,
+    )
+    if (args.train is None) != (args.calibration is None):
+        raise CpdecompError("give both --train and --calibration, or neither")
+    data = load_table(args.data)
+    train = load_table(args.train) if args.train else None
+    calibration = load_table(args.calibration) if args.calibration else None
+    study = prepare_study(data, options, train=train, calibration=calibration)
+    report = study.explain(method=args.method, alpha=alpha, units=args.scale,
+                           budget=args.permutations)
+    write_report(report, args.out)
+    e = report.explanation
+    return (
+        f"explained {len(report.patient_ids)} patients x {len(e.features)} features "
+        f"({e.family}, {args.model}, {e.method}, alpha={e.alpha:g}, q_hat={e.q_hat:.4g}) "
+        f"in {time.perf_counter() - started:.1f} s -> {args.out}; "
+        f"additivity error {e.decomposition.additivity_error:.1e}"
+    )
+
+
+COMMANDS = {"explain": run_explain}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        summary = COMMANDS[args.command](args)
+    except CpdecompError as exc:
+        print(f"cpdecomp: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("cpdecomp: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if os.environ.get("CPDECOMP_DEBUG"):
+            raise
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"cpdecomp: internal error: {type(exc).__name__}: {reason} "
+              "(set CPDECOMP_DEBUG=1 for details)", file=sys.stderr)
+        return EXIT_INTERNAL
+    print(summary, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Separable split-conformal families; the registry's keys are the labels users type."""
+
+from core.conformal.absolute import AbsoluteResidual
+from core.conformal.base import Family, Scale, from_width_scale, to_width_scale
+from core.conformal.cqr import ConformalizedQuantile
+from core.conformal.cqr_range import RangeScaledQuantile
+from core.conformal.gamma import GammaResidual
+from core.conformal.normalized import NormalizedResidual
+from core.conformal.rank import (
+    alpha_fraction,
+    conformal_rank,
+    kth_smallest,
+    minimum_calibration_size,
+)
+from core.errors import CpdecompError
+
+FAMILIES: dict[str, Family] = {
+    family.name: family
+    for family in (
+        AbsoluteResidual(),
+        NormalizedResidual(),
+        GammaResidual(),
+        ConformalizedQuantile(),
+        RangeScaledQuantile(),
+    )
+}
+
+
+def get_family(name: str) -> Family:
+    """The family registered under `name`, or a message listing the choices."""
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        choices = ", ".join(FAMILIES)
+        raise CpdecompError(f"unknown CP family {name!r}; choose one of {choices}") from None
+
+
+__all__ = [
+    "FAMILIES",
+    "Family",
+    "Scale",
+    "alpha_fraction",
+    "conformal_rank",
+    "from_width_scale",
+    "get_family",
+    "kth_smallest",
+    "minimum_calibration_size",
+    "to_width_scale",
+]

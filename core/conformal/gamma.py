@@ -1,0 +1,41 @@
+"""Gamma (symmetric): s = |y - f| / f with f, y > 0; interval f(1 ± q), width 2 q f(x)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.conformal.base import Components, require_positive
+from core.typing import FloatArray
+
+
+class GammaResidual:
+    name = "gamma"
+    label = "Gamma (relative residual)"
+    scale = "log"
+    components = ("f",)
+    instance_components = ("f",)
+
+    def scores(self, y: FloatArray, comps: Components) -> FloatArray:
+        return np.abs(y - comps["f"]) / comps["f"]
+
+    def calibration_value(self, q: FloatArray) -> FloatArray:
+        return np.log(2.0 * np.asarray(q, dtype=float))
+
+    def instance_value(self, comps: Components) -> FloatArray:
+        return np.log(comps["f"])
+
+    def interval(self, q: FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
+        f = comps["f"]
+        return f * (1.0 - q), f * (1.0 + q)
+
+    def check_components(self, comps: Components, where: str) -> None:
+        require_positive(
+            comps["f"], "the point prediction f", where,
+            "the gamma family needs a positive prediction: use a positive target",
+        )
+
+    def check_quantile(self, q: FloatArray, where: str) -> None:
+        require_positive(
+            q, "the conformal quantile", where,
+            "the log split needs q > 0: use the absolute family or a smaller alpha",
+        )

@@ -1,0 +1,43 @@
+"""Normalized residual: s = |y - f| / sigma, width 2 q sigma(x), split on the log scale."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.conformal.base import Components, require_finite, require_positive
+from core.typing import FloatArray
+
+
+class NormalizedResidual:
+    name = "normalized"
+    label = "Normalized residual"
+    scale = "log"
+    components = ("f", "sigma")
+    instance_components = ("sigma",)
+
+    def scores(self, y: FloatArray, comps: Components) -> FloatArray:
+        return np.abs(y - comps["f"]) / comps["sigma"]
+
+    def calibration_value(self, q: FloatArray) -> FloatArray:
+        return np.log(2.0 * np.asarray(q, dtype=float))
+
+    def instance_value(self, comps: Components) -> FloatArray:
+        return np.log(comps["sigma"])
+
+    def interval(self, q: FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
+        half = q * comps["sigma"]
+        return comps["f"] - half, comps["f"] + half
+
+    def check_components(self, comps: Components, where: str) -> None:
+        if "f" in comps:
+            require_finite(comps["f"], "the point prediction f", where)
+        require_positive(
+            comps["sigma"], "the difficulty model sigma", where,
+            "raise the sigma floor or use the absolute family",
+        )
+
+    def check_quantile(self, q: FloatArray, where: str) -> None:
+        require_positive(
+            q, "the conformal quantile", where,
+            "the log split needs q > 0: use the absolute family or a smaller alpha",
+        )

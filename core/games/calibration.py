@@ -1,0 +1,39 @@
+"""The calibration game v_C(S) = A(conformal quantile of all n masked calibration scores).
+
+It does not depend on the patient: built once per (system, background, design) and reused for
+every patient. The masked scores are kept sorted per coalition, so a change of alpha is an index
+lookup, with no model call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.conformal import Family, conformal_rank
+from core.games.masking import MaskedEvaluator
+from core.typing import Coalitions, FloatArray
+
+
+class CalibrationGame:
+    """Sorted masked calibration scores for every coalition of a design."""
+
+    def __init__(self, family: Family, evaluator: MaskedEvaluator, calibration_rows: FloatArray,
+                 calibration_targets: FloatArray, coalitions: Coalitions) -> None:
+        self.family = family
+        self.coalitions = np.asarray(coalitions, dtype=bool)
+        tables = evaluator.evaluate(self.coalitions, calibration_rows, family.components)
+        family.check_components(tables, "masked calibration row")
+        scores = family.scores(np.asarray(calibration_targets, dtype=float)[None, :], tables)
+        self.sorted_scores = np.sort(scores, axis=1)
+        self.n_calibration = scores.shape[1]
+
+    def quantiles(self, alpha: float) -> FloatArray:
+        """q_S for every coalition: the k-th smallest masked score, same k for every S."""
+        k = conformal_rank(self.n_calibration, alpha)
+        return self.sorted_scores[:, k - 1]
+
+    def values(self, alpha: float) -> FloatArray:
+        """v_C(S) = A(q_S) for every coalition, on the family's scale."""
+        q = self.quantiles(alpha)
+        self.family.check_quantile(q, "coalition's calibration quantile")
+        return self.family.calibration_value(q)

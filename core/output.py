@@ -1,0 +1,131 @@
+"""Writing reports for other programs: tidy CSV or Parquet, or JSON with metadata.
+
+Floats keep full precision (%.17g in CSV, repr in JSON), so the identities can be checked from
+the file: per patient, Σ total = width - base_width (or the log widths' difference).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from core.errors import CpdecompError
+from core.workflow import Report
+
+FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
+
+
+def output_format(path: str | Path) -> str:
+    """The format named by the extension; checked before any work is done."""
+    path = Path(path)
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise CpdecompError(f"--out must end in .csv, .parquet or .json, got {path.name!r}")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise CpdecompError(f"the folder for --out does not exist: {folder}")
+    if not os.access(folder, os.W_OK):
+        raise CpdecompError(f"cannot write to the folder for --out: {folder}")
+    return fmt
+
+
+def tidy_frame(report: Report) -> pd.DataFrame:
+    """One row per (patient, feature)."""
+    e = report.explanation
+    d = e.decomposition
+    n_patients, n_features = d.total.shape
+    repeat = lambda values: np.repeat(np.asarray(values), n_features)  # noqa: E731
+    frame = pd.DataFrame({
+        "patient_id": repeat(np.array(report.patient_ids, dtype=object)),
+        "feature": np.tile(np.array(d.features, dtype=object), n_patients),
+        "feature_value": report.feature_values.to_numpy(dtype=object).ravel(),
+        "calibration": d.calibration.ravel(),
+        "instance": d.instance.ravel(),
+        "total": d.total.ravel(),
+        "prediction": repeat(e.prediction),
+        "lower": repeat(e.lower),
+        "upper": repeat(e.upper),
+        "width": repeat(e.width),
+        "base_width": np.full(n_patients * n_features, e.base_width),
+    })
+    if report.targets is not None:
+        frame["y"] = repeat(report.targets)
+    return frame
+
+
+def _value_text(value: object) -> object:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, float | np.floating):
+        return repr(float(value))
+    return str(value)
+
+
+def _json_number(value: object) -> object:
+    if isinstance(value, float | np.floating):
+        return None if not math.isfinite(float(value)) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def report_json(report: Report) -> dict:
+    """Per patient: the interval and the three attributions per feature, plus `meta`."""
+    e = report.explanation
+    d = e.decomposition
+    patients = []
+    for i, patient_id in enumerate(report.patient_ids):
+        values = report.feature_values.iloc[i]
+        patients.append({
+            "patient_id": _json_number(patient_id),
+            "prediction": _json_number(e.prediction[i]),
+            "lower": _json_number(e.lower[i]),
+            "upper": _json_number(e.upper[i]),
+            "width": _json_number(e.width[i]),
+            "base_width": _json_number(e.base_width),
+            **({"y": _json_number(report.targets[i])} if report.targets is not None else {}),
+            "features": [
+                {
+                    "feature": name,
+                    "feature_value": _json_number(values[name]) if not isinstance(
+                        values[name], str) else values[name],
+                    "calibration": float(d.calibration[i, j]),
+                    "instance": float(d.instance[i, j]),
+                    "total": float(d.total[i, j]),
+                }
+                for j, name in enumerate(d.features)
+            ],
+        })
+    meta = {key: _json_number(value) for key, value in report.meta.items()}
+    return {"meta": meta, "patients": patients}
+
+
+def write_report(report: Report, path: str | Path) -> None:
+    """Write atomically (a temporary file renamed into place), so readers never see half."""
+    path = Path(path)
+    fmt = output_format(path)
+    handle, temporary = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
+                                         prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        if fmt == "json":
+            with open(temporary, "w", encoding="utf-8") as out:
+                json.dump(report_json(report), out, ensure_ascii=False, allow_nan=False)
+        elif fmt == "csv":
+            tidy_frame(report).to_csv(temporary, index=False, float_format="%.17g")
+        else:
+            frame = tidy_frame(report)
+            frame["feature_value"] = frame["feature_value"].map(_value_text)
+            ids = pd.Series(list(frame["patient_id"]))
+            frame["patient_id"] = ids if ids.dtype != object else ids.map(str)
+            frame.to_parquet(temporary, index=False)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)

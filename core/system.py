@@ -1,0 +1,162 @@
+"""A fitted conformal system: encoder, components, then a calibration set.
+
+    system = fit_system(train_table, y_train, family="normalized", model="gbm", seed=0)
+    system = system.conformalize(calibration_table, y_calibration)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from core.conformal import Family, conformal_rank, get_family
+from core.data import FeatureEncoder
+from core.errors import CpdecompError
+from core.models import Component, FunctionPredictor, fit_components, get_model
+from core.typing import FloatArray
+
+MIN_TRAINING_ROWS = 10
+
+
+@dataclass(frozen=True, eq=False)
+class FittedSystem:
+    """Components fitted on training rows; not yet calibrated."""
+
+    family: Family
+    model: str
+    encoder: FeatureEncoder
+    point: Component
+    components: Mapping[str, Component]
+    training_rows: FloatArray
+    """Encoded training features: the pool the background is drawn from."""
+    seed: int
+    quantile_alpha: float | None = None
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return self.encoder.features
+
+    def encode(self, table: pd.DataFrame) -> FloatArray:
+        return self.encoder.transform(table)
+
+    def conformalize(self, table: pd.DataFrame, targets: Sequence[float]) -> ConformalSystem:
+        """Score the calibration rows with the unmasked components."""
+        targets = np.asarray(targets, dtype=float)
+        if np.isnan(targets).any():
+            raise CpdecompError("the calibration rows need a target value on every row")
+        if self.family.name == "gamma" and (targets <= 0).any():
+            raise CpdecompError(
+                "the gamma family needs a positive target, but calibration has values <= 0; "
+                "use the absolute or normalized family"
+            )
+        rows = self.encode(table)
+        return ConformalSystem(fitted=self, calibration_rows=rows, calibration_targets=targets)
+
+
+@dataclass(frozen=True, eq=False)
+class ConformalSystem:
+    """A fitted system with its calibration set: it gives intervals for any alpha."""
+
+    fitted: FittedSystem
+    calibration_rows: FloatArray
+    calibration_targets: FloatArray
+    _scores: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def family(self) -> Family:
+        return self.fitted.family
+
+    @property
+    def n_calibration(self) -> int:
+        return len(self.calibration_targets)
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return self.fitted.feature_names
+
+    def calibration_scores(self) -> FloatArray:
+        """Sorted unmasked conformity scores (computed once)."""
+        if "sorted" not in self._scores:
+            comps = {n: c.predict(self.calibration_rows) for n, c in self.fitted.components.items()}
+            self.family.check_components(comps, "calibration row")
+            scores = self.family.scores(self.calibration_targets, comps)
+            self._scores["sorted"] = np.sort(scores)
+        return self._scores["sorted"]
+
+    def quantile(self, alpha: float) -> float:
+        """q-hat: the k-th smallest calibration score, k = ceil((n + 1)(1 - alpha))."""
+        k = conformal_rank(self.n_calibration, alpha)
+        q = float(self.calibration_scores()[k - 1])
+        self.family.check_quantile(np.array([q]), "calibration quantile")
+        return q
+
+    def predict_interval(self, rows: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
+        """Lower and upper bounds at encoded rows."""
+        comps = {n: c.predict(rows) for n, c in self.fitted.components.items()}
+        self.family.check_components(comps, "patient row")
+        return self.family.interval(self.quantile(alpha), comps)
+
+    def predict(self, rows: FloatArray) -> FloatArray:
+        return self.fitted.point.predict(rows)
+
+
+def fit_system(table: pd.DataFrame, targets: Sequence[float], features: Sequence[str] | None = None,
+               family: str = "normalized", model: str = "gbm", seed: int = 0,
+               quantile_alpha: float = 0.1) -> FittedSystem:
+    """Fit the components a family needs on training rows (seeded).
+
+    `quantile_alpha` sets the CQR quantile levels (alpha/2, 1 - alpha/2); conformalizing at
+    another alpha later only changes q-hat.
+    """
+    chosen_family = get_family(family)
+    chosen_model = get_model(model)
+    targets = np.asarray(targets, dtype=float)
+    if np.isnan(targets).any():
+        raise CpdecompError("the training rows need a target value on every row")
+    if len(targets) < MIN_TRAINING_ROWS:
+        raise CpdecompError(
+            f"training set has {len(targets)} rows; at least {MIN_TRAINING_ROWS} are needed"
+        )
+    if np.ptp(targets) == 0:
+        raise CpdecompError("the target has one value in all training rows; nothing to predict")
+    positive = chosen_family.name == "gamma"
+    if positive and (targets <= 0).any():
+        raise CpdecompError(
+            "the gamma family needs a positive target, but it has values <= 0; "
+            "use the absolute or normalized family"
+        )
+    encoder = FeatureEncoder(features if features is not None else list(table.columns)).fit(table)
+    rows = encoder.transform(table)
+    point, components = fit_components(
+        chosen_family.components, chosen_model, rows, targets, encoder.categorical_mask, seed,
+        quantile_alpha, positive_point=positive,
+    )
+    return FittedSystem(chosen_family, chosen_model.name, encoder, point, components, rows, seed,
+                        quantile_alpha)
+
+
+def system_from_functions(family: str, functions: Mapping[str, Callable[[FloatArray], FloatArray]],
+                          training_table: pd.DataFrame, point: str = "f",
+                          floors: Mapping[str, float] | None = None) -> FittedSystem:
+    """A system whose components are given functions (oracles in tests, models fitted elsewhere).
+
+    The functions read the encoded feature matrix, one column per column of `training_table`.
+    """
+    chosen = get_family(family)
+    missing = [n for n in chosen.components if n not in functions]
+    if missing:
+        raise CpdecompError(f"the {family} family needs components {missing}")
+    floors = floors or {}
+    components = {
+        name: Component(name, FunctionPredictor(functions[name]), floor=floors.get(name))
+        for name in chosen.components
+    }
+    encoder = FeatureEncoder(list(training_table.columns)).fit(training_table)
+    point_function = functions.get(point) or functions[chosen.components[0]]
+    return FittedSystem(
+        chosen, "custom", encoder, Component("f", FunctionPredictor(point_function)), components,
+        encoder.transform(training_table), seed=0,
+    )

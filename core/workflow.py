@@ -1,0 +1,202 @@
+"""The few end-to-end calls the command line and the dashboard make.
+
+    study = prepare_study(table, StudyOptions(target="progression", id_column="patient_id"))
+    report = study.explain(method="exact", alpha=0.1)
+
+A study is data + split + fitted components + calibration set + background: everything that
+costs model fits. Explaining under another alpha, method or unit reuses all of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+
+import numpy as np
+import pandas as pd
+
+from core.data import ColumnChoice, choose_columns, split_rows, target_values
+from core.decomposition import Units
+from core.errors import CpdecompError
+from core.explainer import Explainer, Explanation
+from core.system import ConformalSystem, fit_system
+
+CORRELATION_WARNING = 0.7
+SPLIT_STREAM = 0
+
+
+@dataclass(frozen=True)
+class StudyOptions:
+    """What fixes the fitted system: columns, family, model, background, seed, split."""
+
+    target: str
+    id_column: str | None = None
+    features: tuple[str, ...] | None = None
+    family: str = "normalized"
+    model: str = "gbm"
+    background: int = 64
+    seed: int = 0
+    split: tuple[float, float, float] = (0.5, 0.25, 0.25)
+    quantile_alpha: float = 0.1
+
+
+@dataclass(frozen=True, eq=False)
+class Report:
+    """An explanation with the patients' ids, raw feature values, targets and metadata."""
+
+    explanation: Explanation
+    patient_ids: list
+    feature_values: pd.DataFrame
+    targets: np.ndarray | None
+    meta: dict
+
+
+@dataclass(eq=False)
+class Study:
+    """A conformal system ready to explain its patients, with cached games."""
+
+    options: StudyOptions
+    columns: ColumnChoice
+    system: ConformalSystem
+    explainer: Explainer
+    patients: pd.DataFrame
+    patient_ids: list
+    patient_targets: np.ndarray | None
+    n_train: int
+    warnings: list[str] = field(default_factory=list)
+
+    def explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
+                budget: int | None = None, rows: Sequence[int] | None = None) -> Report:
+        """Explain all patients (or the given positions among them)."""
+        positions = np.arange(len(self.patients)) if rows is None else np.asarray(rows, dtype=int)
+        table = self.patients.iloc[positions]
+        explanation = self.explainer.explain(table, method=method, alpha=alpha, units=units,
+                                             budget=budget)
+        targets = None if self.patient_targets is None else self.patient_targets[positions]
+        return Report(
+            explanation=explanation,
+            patient_ids=[self.patient_ids[i] for i in positions],
+            feature_values=table[list(self.columns.features)].reset_index(drop=True),
+            targets=targets,
+            meta=self._meta(explanation, units),
+        )
+
+    def _meta(self, explanation: Explanation, units: Units) -> dict:
+        d = explanation.decomposition
+        return {
+            "family": explanation.family,
+            "model": self.options.model,
+            "method": explanation.method,
+            "budget": explanation.budget,
+            "alpha": explanation.alpha,
+            "scale": units,
+            "seed": self.options.seed,
+            "n_train": self.n_train,
+            "n_calibration": explanation.n_calibration,
+            "conformal_rank": explanation.rank,
+            "q_hat": explanation.q_hat,
+            "base_width": explanation.base_width,
+            "background": explanation.background_size,
+            "features": list(explanation.features),
+            "target": self.columns.target,
+            "additivity_error": d.additivity_error,
+            "efficiency_error": d.efficiency_error,
+            "efficient": d.efficient,
+            "warnings": list(self.warnings),
+            "versions": library_versions(),
+        }
+
+
+def library_versions() -> dict[str, str]:
+    names = ["cpdecomp", "numpy", "pandas", "scikit-learn", "scipy"]
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _with_targets(table: pd.DataFrame, target: str, role: str) -> tuple[pd.DataFrame, np.ndarray]:
+    if target not in table.columns:
+        raise CpdecompError(f"the {role} file has no target column {target!r}")
+    y = target_values(table, target)
+    keep = ~np.isnan(y)
+    if not keep.any():
+        raise CpdecompError(f"the {role} rows have no target values")
+    return table[keep], y[keep]
+
+
+def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame | None = None,
+                  calibration: pd.DataFrame | None = None) -> Study:
+    """Split (or take the given files), fit, conformalize and set up the explainer.
+
+    With train and calibration tables, `data` holds only the patients to explain. Otherwise
+    `data` is split (seeded); rows without a target cannot train or calibrate, so they join
+    the patients to explain.
+    """
+    if (train is None) != (calibration is None):
+        raise CpdecompError("give both --train and --calibration, or neither")
+    data = data.reset_index(drop=True)  # row numbers are the patient ids when there is no id
+    columns = choose_columns(train if train is not None else data, options.target,
+                             options.id_column, options.features)
+    warnings: list[str] = []
+    if train is not None and calibration is not None:
+        for name, table in (("calibration", calibration), ("patients", data)):
+            for column in columns.features:
+                if column not in table.columns:
+                    raise CpdecompError(f"the {name} file has no feature column {column!r}")
+        if columns.id_column and columns.id_column not in data.columns:
+            raise CpdecompError(f"the patients file has no id column {columns.id_column!r}")
+        train_table, y_train = _with_targets(train, columns.target, "training")
+        cal_table, y_cal = _with_targets(calibration, columns.target, "calibration")
+        patients = data
+    else:
+        y_all = target_values(data, columns.target)
+        labelled = np.flatnonzero(~np.isnan(y_all))
+        unlabelled = np.flatnonzero(np.isnan(y_all))
+        train_pos, cal_pos, test_pos = split_rows(len(labelled), options.split,
+                                                  options.seed + SPLIT_STREAM)
+        train_table, y_train = data.iloc[labelled[train_pos]], y_all[labelled[train_pos]]
+        cal_table, y_cal = data.iloc[labelled[cal_pos]], y_all[labelled[cal_pos]]
+        patient_positions = np.concatenate([labelled[test_pos], unlabelled])
+        patients = data.iloc[patient_positions]
+        if unlabelled.size:
+            warnings.append(
+                f"{unlabelled.size} rows without a target are explained, not used to fit"
+            )
+    if len(patients) == 0:
+        raise CpdecompError("there are no patients to explain")
+    system = fit_system(train_table, y_train, columns.features, family=options.family,
+                        model=options.model, seed=options.seed,
+                        quantile_alpha=options.quantile_alpha).conformalize(cal_table, y_cal)
+    explainer = Explainer(system, background_size=options.background, seed=options.seed)
+    warnings += correlation_warnings(system.fitted.training_rows, columns.features)
+    if columns.id_column:
+        ids = patients[columns.id_column].tolist()
+        if len(set(map(str, ids))) != len(ids):
+            warnings.append(f"the id column {columns.id_column!r} has repeated values")
+    else:
+        ids = [int(i) for i in patients.index]
+    y_patients = (target_values(patients, columns.target)
+                  if columns.target in patients.columns else None)
+    return Study(options, columns, system, explainer, patients.reset_index(drop=True), ids,
+                 y_patients, n_train=len(y_train), warnings=warnings)
+
+
+def correlation_warnings(rows: np.ndarray, features: Sequence[str]) -> list[str]:
+    """Pairs with |rho| > 0.7: interventional masking then evaluates unrealistic hybrids."""
+    frame = pd.DataFrame(rows, columns=list(features))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = frame.corr().to_numpy()
+    notes = []
+    for i in range(len(features)):
+        for j in range(i + 1, len(features)):
+            if np.isfinite(rho[i, j]) and abs(rho[i, j]) > CORRELATION_WARNING:
+                notes.append(
+                    f"features {features[i]!r} and {features[j]!r} are correlated "
+                    f"(rho = {rho[i, j]:.2f}); their attributions share credit"
+                )
+    return notes
