@@ -91,10 +91,14 @@ class DesignMatrix:
                 players += [j] * (self.n_categories_[j] - 1)
             else:
                 self.fill_[j] = float(np.nanmedian(column))
-                players.append(j)
+                if np.nanmax(column) > np.nanmin(column):
+                    players.append(j)
             if self.flag_missing_[j]:
                 players.append(j)
         self.player_of_column_ = np.array(players, dtype=int)
+        # A constant column carries no information; leaving it out keeps it an exact null player.
+        self.varying_ = {j for j in range(encoded.shape[1]) if not self.categorical_[j]
+                         and np.nanmax(encoded[:, j]) > np.nanmin(encoded[:, j])}
         return self
 
     def transform(self, encoded: FloatArray) -> FloatArray:
@@ -105,7 +109,7 @@ class DesignMatrix:
             if self.categorical_[j]:
                 levels = np.arange(1, self.n_categories_[j])
                 blocks.append((column[:, None] == levels[None, :]).astype(float))
-            else:
+            elif j in self.varying_:
                 blocks.append(np.where(missing, self.fill_[j], column)[:, None])
             if self.flag_missing_[j]:
                 blocks.append(missing[:, None].astype(float))
@@ -218,16 +222,22 @@ class RandomForest:
             random_state=seed, n_jobs=-1,
         )
 
+    def _fit(self, x: FloatArray, y: FloatArray, seed: int) -> RandomForestRegressor:
+        forest = self._forest(seed).fit(x, y)
+        # Threads add the trees' predictions in whatever order they finish; one thread keeps
+        # predictions bit-for-bit repeatable (and null players exactly null).
+        forest.n_jobs = 1
+        return forest
+
     def point(self, x, y, categorical, seed, positive=False):
         # Leaf means of a positive target are positive, so no link is needed for gamma.
         design = DesignMatrix().fit(x, categorical)
-        return DesignPredictor(design, self._forest(seed).fit(design.transform(x), y))
+        return DesignPredictor(design, self._fit(design.transform(x), y, seed))
 
     def quantile(self, x, y, categorical, seed, tau):
         design = DesignMatrix().fit(x, categorical)
         expanded = design.transform(x)
-        forest = self._forest(seed).fit(expanded, y)
-        return LeafQuantileForest(design, forest, expanded, y, tau)
+        return LeafQuantileForest(design, self._fit(expanded, y, seed), expanded, y, tau)
 
 
 class Linear:

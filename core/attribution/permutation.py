@@ -1,15 +1,14 @@
 """Permutation-sampling Shapley with antithetic pairs (each permutation and its reverse).
 
-Written as a design: the coalitions met along the sampled permutations, and the linear map
-φ_j = mean over permutations of v(prefix ∪ {j}) - v(prefix). Every game uses the same
-permutations, so the split is exact, and each permutation telescopes, so Σφ = v(N) - v(∅).
+φ_j = mean over the sampled permutations of v(prefix ∪ {j}) − v(prefix). Every game uses the
+same permutations, so the split is exact, and each permutation telescopes, so Σφ = v(N) − v(∅).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from core.attribution.base import Design, coalitions_from_bits
+from core.attribution.base import Design, design_from_terms
 from core.errors import CpdecompError
 
 DEFAULT_PERMUTATIONS = 64
@@ -29,21 +28,12 @@ def permutation_design(n_players: int, budget: int | None = None, seed: int = 0)
     rng = np.random.default_rng(seed)
     forward = np.argsort(rng.random((n_pairs, d)), axis=1)
     orders = np.concatenate([forward, forward[:, ::-1]])
-    # Prefix bitmasks along each permutation: prefixes[p, t] = players orders[p, :t].
     player_bits = np.left_shift(np.int64(1), orders.astype(np.int64))
     prefixes = np.concatenate(
         [np.zeros((len(orders), 1), dtype=np.int64), np.cumsum(player_bits, axis=1)], axis=1
     )
-    unique_bits, index = np.unique(prefixes, return_inverse=True)
-    index = index.reshape(prefixes.shape)
-    weights = np.zeros((unique_bits.size, d))
-    rows_with = index[:, 1:].ravel()
-    rows_without = index[:, :-1].ravel()
-    players = orders.ravel()
-    share = 1.0 / len(orders)
-    np.add.at(weights, (rows_with, players), share)
-    np.add.at(weights, (rows_without, players), -share)
-    return Design(
-        "permutation", coalitions_from_bits(unique_bits, d), weights,
-        efficient=True, budget=len(orders), seed=seed,
+    share = np.full(orders.size, 1.0 / len(orders))
+    return design_from_terms(
+        "permutation", prefixes[:, 1:].ravel(), prefixes[:, :-1].ravel(), orders.ravel(),
+        share, d, efficient=True, budget=len(orders), seed=seed,
     )

@@ -19,6 +19,16 @@ ROWS_PER_CALL = 250_000
 """Hybrid rows per model call: large enough that per-call overhead vanishes, small in memory."""
 
 
+def exact_mean(values: FloatArray) -> FloatArray:
+    """Mean along the last axis that returns a value bit for bit when all values are equal.
+
+    Shifting by the first value keeps a feature the model ignores an exact null player:
+    the masked means with and without it are then identical, not one rounding apart.
+    """
+    first = values[..., :1]
+    return first[..., 0] + (values - first).mean(axis=-1)
+
+
 class MaskedEvaluator:
     """Evaluates masked components on many (coalition, row) pairs at once."""
 
@@ -43,11 +53,6 @@ class MaskedEvaluator:
             raw[name] = self._additive(name, coalitions, rows)
         if others:
             raw.update(self._brute_force(others, coalitions, rows))
-        full = coalitions.all(axis=1)
-        if full.any():
-            # The full coalition is the plain pipeline: use the plain prediction, bit for bit.
-            for name in names:
-                raw[name][full] = self._predict(name, rows)
         return {name: self.components[name].finish(raw[name]) for name in names}
 
     def _predict(self, name: str, rows: FloatArray) -> FloatArray:
@@ -58,13 +63,14 @@ class MaskedEvaluator:
         predictor = self.components[name].predictor
         intercept, terms = predictor.additive_terms(rows)
         _, background_terms = predictor.additive_terms(self.background)
-        mean_terms = background_terms.mean(axis=0)
+        mean_terms = exact_mean(background_terms.T)
         offset = intercept + mean_terms.sum()
         return offset + coalitions.astype(float) @ (terms - mean_terms).T
 
     def _empty_value(self, name: str) -> float:
         if name not in self._empty_cache:
-            self._empty_cache[name] = float(self._predict(name, self.background).mean())
+            predictions = self._predict(name, self.background)
+            self._empty_cache[name] = float(exact_mean(predictions[None])[0])
         return self._empty_cache[name]
 
     def _brute_force(self, names: Sequence[str], coalitions: Coalitions,
@@ -72,10 +78,13 @@ class MaskedEvaluator:
         n_coalitions, n_rows = len(coalitions), len(rows)
         out = {name: np.empty((n_coalitions, n_rows)) for name in names}
         empty = ~coalitions.any(axis=1)
+        full = coalitions.all(axis=1)
         for name in names:
             out[name][empty] = self._empty_value(name)
-        # Pairs (coalition, row) that need hybrids; the full coalition is filled by the caller.
-        todo = np.flatnonzero(~empty & ~coalitions.all(axis=1))
+            if full.any() and n_rows:
+                # Every hybrid of the full coalition is the row itself: predict it once.
+                out[name][full] = self._predict(name, rows)
+        todo = np.flatnonzero(~empty & ~full)
         if todo.size == 0 or n_rows == 0:
             return out
         m = len(self.background)
@@ -89,6 +98,6 @@ class MaskedEvaluator:
             hybrids = np.where(keep, rows[r][:, None, :], self.background[None, :, :])
             hybrids = hybrids.reshape(-1, rows.shape[1])
             for name in names:
-                values = self._predict(name, hybrids).reshape(len(c), m).mean(axis=1)
+                values = exact_mean(self._predict(name, hybrids).reshape(len(c), m))
                 out[name][c, r] = values
         return out
