@@ -17,6 +17,7 @@ from core.attribution import METHODS
 from core.conformal import FAMILIES, alpha_fraction
 from core.data import load_table, parse_split
 from core.errors import CpdecompError
+from core.games import MASKING_PATHS
 from core.models import MODELS
 from core.output import output_format, write_report
 from core.workflow import StudyOptions, prepare_study
@@ -57,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--background", type=int, default=64,
                          help="background rows drawn from training (default %(default)s)")
     explain.add_argument("--scale", default="width", choices=["width", "log"])
+    explain.add_argument("--masking", default="auto", choices=list(MASKING_PATHS),
+                         help="masked predictions: auto (tree tables or closed form where the "
+                         "model allows, else brute force), tables, or brute")
     explain.add_argument("--seed", type=int, default=0)
     explain.add_argument("--out", required=True, help="FILE.csv, FILE.parquet or FILE.json")
     return parser
@@ -74,13 +78,14 @@ def run_explain(args: argparse.Namespace) -> str:
     options = StudyOptions(
         target=args.target, id_column=args.id_column, features=features, family=args.family,
         model=args.model, background=args.background, seed=args.seed,
-        split=parse_split(args.split), quantile_alpha=alpha,
+        split=parse_split(args.split), quantile_alpha=alpha, masking=args.masking,
     )
     if (args.train is None) != (args.calibration is None):
         raise CpdecompError("give both --train and --calibration, or neither")
-    data = load_table(args.data)
-    train = load_table(args.train) if args.train else None
-    calibration = load_table(args.calibration) if args.calibration else None
+    ids = [args.id_column] if args.id_column else []
+    data = load_table(args.data, text_columns=ids)
+    train = load_table(args.train, text_columns=ids) if args.train else None
+    calibration = load_table(args.calibration, text_columns=ids) if args.calibration else None
     study = prepare_study(data, options, train=train, calibration=calibration)
     report = study.explain(method=args.method, alpha=alpha, units=args.scale,
                            budget=args.permutations)

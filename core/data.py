@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,12 @@ MAX_CATEGORIES = 250
 MISSING_TOKENS = ["", "?", "NA", "N/A", "n/a", "na", "NaN", "nan", "null", "NULL", "None", "-"]
 
 
-def load_table(source: str | Path | pd.DataFrame) -> pd.DataFrame:
-    """Read a CSV or Parquet file (by extension; CSV otherwise), refusing what is not a table."""
+def load_table(source: str | Path | pd.DataFrame,
+               text_columns: Sequence[str] = ()) -> pd.DataFrame:
+    """Read a CSV or Parquet file (by extension; CSV otherwise), refusing what is not a table.
+
+    `text_columns` are read verbatim (an id like 00042 keeps its zeros).
+    """
     if isinstance(source, pd.DataFrame):
         table = source
         name = "the table"
@@ -41,7 +46,7 @@ def load_table(source: str | Path | pd.DataFrame) -> pd.DataFrame:
             if path.suffix.lower() in {".parquet", ".pq"}:
                 table = pd.read_parquet(path)
             else:
-                table = _read_csv(path)
+                table = _read_csv(path, text_columns)
         except CpdecompError:
             raise
         except Exception as exc:  # pandas and pyarrow raise many types for a bad file
@@ -54,7 +59,7 @@ def load_table(source: str | Path | pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _read_csv(path: Path, text_columns: Sequence[str]) -> pd.DataFrame:
     with path.open("rb") as handle:
         head = handle.read(4096)
     if b"\x00" in head:
@@ -63,15 +68,20 @@ def _read_csv(path: Path) -> pd.DataFrame:
         first_line = head.decode("utf-8-sig").splitlines()[0] if head.strip() else ""
     except UnicodeDecodeError as exc:
         raise CpdecompError(f"{path.name} is not UTF-8 text; save it as UTF-8 CSV") from exc
-    # Excel in many locales writes ';'-separated CSV; tabs come from copy-paste.
+    # Excel in many locales writes ';'-separated CSV with decimal commas; tabs come from
+    # copy-paste.
     separator = max([",", ";", "\t"], key=first_line.count)
+    text = head.decode("utf-8-sig", errors="ignore")
+    decimal = "," if separator == ";" and re.search(r"\d,\d", text) else "."
     return pd.read_csv(
         path,
         sep=separator,
+        decimal=decimal,
         encoding="utf-8-sig",
         na_values=MISSING_TOKENS,
         keep_default_na=True,
         low_memory=False,
+        dtype={name: str for name in text_columns},
     )
 
 
@@ -207,6 +217,8 @@ def _feature_kind(name: str, column: pd.Series) -> FeatureKind:
     present = column.dropna()
     numbers = pd.to_numeric(present, errors="coerce")
     share_numeric = float(numbers.notna().mean()) if len(present) else 0.0
+    if share_numeric == 1.0:
+        return FeatureKind(name)  # numbers stored as text (e.g. a Parquet string column)
     if share_numeric >= 0.9:
         example = present[numbers.isna()].iloc[0]
         raise CpdecompError(

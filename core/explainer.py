@@ -18,7 +18,7 @@ from core.attribution import Design, build_design
 from core.conformal import conformal_rank
 from core.decomposition import Decomposition, Units, decompose
 from core.errors import CpdecompError
-from core.games import CalibrationGame, MaskedEvaluator, instance_values
+from core.games import CalibrationGame, MaskedEvaluator, MaskingPath, instance_values
 from core.system import ConformalSystem
 from core.typing import FloatArray
 
@@ -63,11 +63,12 @@ def draw_background(training_rows: FloatArray, size: int, seed: int) -> FloatArr
 class Explainer:
     """Caches designs and calibration games for one conformal system and background."""
 
-    def __init__(self, system: ConformalSystem, background_size: int = 64, seed: int = 0) -> None:
+    def __init__(self, system: ConformalSystem, background_size: int = 64, seed: int = 0,
+                 masking: MaskingPath = "auto") -> None:
         self.system = system
         self.seed = seed
         self.background = draw_background(system.fitted.training_rows, background_size, seed)
-        self.evaluator = MaskedEvaluator(system.fitted.components, self.background)
+        self.evaluator = MaskedEvaluator(system.fitted.components, self.background, path=masking)
         self._designs: dict[tuple, Design] = {}
         self._games: dict[tuple, CalibrationGame] = {}
 

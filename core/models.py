@@ -83,19 +83,21 @@ class DesignMatrix:
         self.fill_ = np.zeros(encoded.shape[1])
         self.flag_missing_ = np.isnan(encoded).any(axis=0)
         self.n_categories_ = np.zeros(encoded.shape[1], dtype=int)
-        players = []
+        roles: list[tuple[int, str, int]] = []
         for j in range(encoded.shape[1]):
             column = encoded[:, j]
             if self.categorical_[j]:
                 self.n_categories_[j] = int(np.nanmax(column)) + 1
-                players += [j] * (self.n_categories_[j] - 1)
+                roles += [(j, "level", level) for level in range(1, self.n_categories_[j])]
             else:
                 self.fill_[j] = float(np.nanmedian(column))
                 if np.nanmax(column) > np.nanmin(column):
-                    players.append(j)
+                    roles.append((j, "value", 0))
             if self.flag_missing_[j]:
-                players.append(j)
-        self.player_of_column_ = np.array(players, dtype=int)
+                roles.append((j, "missing", 0))
+        self.column_roles_ = roles
+        """Per expanded column: (player, 'value' | 'level' | 'missing', category level)."""
+        self.player_of_column_ = np.array([r[0] for r in roles], dtype=int)
         # A constant column carries no information; leaving it out keeps it an exact null player.
         self.varying_ = {j for j in range(encoded.shape[1]) if not self.categorical_[j]
                          and np.nanmax(encoded[:, j]) > np.nanmin(encoded[:, j])}

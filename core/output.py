@@ -62,12 +62,18 @@ def tidy_frame(report: Report) -> pd.DataFrame:
 def _value_text(value: object) -> object:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
+    if value is pd.NA:
+        return None
     if isinstance(value, float | np.floating):
         return repr(float(value))
     return str(value)
 
 
 def _json_number(value: object) -> object:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
     if isinstance(value, float | np.floating):
         return None if not math.isfinite(float(value)) else float(value)
     if isinstance(value, np.integer):
@@ -93,8 +99,7 @@ def report_json(report: Report) -> dict:
             "features": [
                 {
                     "feature": name,
-                    "feature_value": _json_number(values[name]) if not isinstance(
-                        values[name], str) else values[name],
+                    "feature_value": _json_number(values[name]),
                     "calibration": float(d.calibration[i, j]),
                     "instance": float(d.instance[i, j]),
                     "total": float(d.total[i, j]),

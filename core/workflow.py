@@ -39,6 +39,8 @@ class StudyOptions:
     seed: int = 0
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     quantile_alpha: float = 0.1
+    masking: str = "auto"
+    """'auto' (closed form, tree tables, else brute force), 'tables' or 'brute'."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,7 +174,8 @@ def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame
     system = fit_system(train_table, y_train, columns.features, family=options.family,
                         model=options.model, seed=options.seed,
                         quantile_alpha=options.quantile_alpha).conformalize(cal_table, y_cal)
-    explainer = Explainer(system, background_size=options.background, seed=options.seed)
+    explainer = Explainer(system, background_size=options.background, seed=options.seed,
+                          masking=options.masking)
     warnings += correlation_warnings(system.fitted.training_rows, columns.features)
     if columns.id_column:
         ids = patients[columns.id_column].tolist()

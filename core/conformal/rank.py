@@ -26,9 +26,12 @@ def alpha_fraction(alpha: float | str | Fraction) -> Fraction:
             value = Fraction(alpha if isinstance(alpha, str) else repr(float(alpha)))
         except (ValueError, ZeroDivisionError) as exc:
             raise CpdecompError(f"alpha must be a number between 0 and 1, got {alpha!r}") from exc
-        # Spellings longer than 1e-9 resolution (e.g. 1/3 as a float) are rounded there.
-        if value.denominator > 10**9:
-            value = Fraction(round(value * 10**9), 10**9)
+        # A float artifact (0.30000000000000004, or 1/3 as a float) has 16+ significant digits:
+        # read it as the nearest fraction with a denominator up to 1e9. Short spellings such
+        # as "1e-12" are exact as written.
+        digits = len(str(abs(value.numerator)))
+        if value.denominator > 10**9 and digits >= 12:
+            value = value.limit_denominator(10**9)
     if not 0 < value < 1:
         raise CpdecompError(f"alpha must be strictly between 0 and 1, got {float(value):g}")
     return value

@@ -2,6 +2,13 @@
 
 from core.games.calibration import CalibrationGame
 from core.games.instance import instance_values
-from core.games.masking import ROWS_PER_CALL, MaskedEvaluator
+from core.games.masking import MASKING_PATHS, ROWS_PER_CALL, MaskedEvaluator, MaskingPath
 
-__all__ = ["ROWS_PER_CALL", "CalibrationGame", "MaskedEvaluator", "instance_values"]
+__all__ = [
+    "MASKING_PATHS",
+    "ROWS_PER_CALL",
+    "CalibrationGame",
+    "MaskedEvaluator",
+    "MaskingPath",
+    "instance_values",
+]

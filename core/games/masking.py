@@ -1,19 +1,31 @@
 """The masked pipeline: each component's mean over a background when features are removed.
 
 g_S(x) = mean over b in B of g(x with the features outside S replaced by b's values).
-Two exact evaluators: a closed form for additive components (linear models), and batched brute
-force for everything else, with one predict call per batch of at most ROWS_PER_CALL hybrid rows
-(never a Python loop per coalition or per background row).
+Three exact evaluators, chosen per component:
+* a closed form for additive components (linear models);
+* tree tables for tree ensembles (every coalition at once, no hybrid rows evaluated);
+* batched brute force for everything else, one predict call per batch of at most
+  ROWS_PER_CALL hybrid rows (never a Python loop per coalition or per background row).
+`path="brute"` forces brute force for every component, `path="tables"` requires tables.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 
+from core.errors import CpdecompError
+from core.games.tree_extract import leaf_ensemble
+from core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
 from core.models import Component
 from core.typing import Coalitions, FloatArray
+
+MaskingPath = Literal["auto", "tables", "brute"]
+MASKING_PATHS: tuple[MaskingPath, ...] = ("auto", "tables", "brute")
+LATTICE_CELLS_PER_CHUNK = 1 << 22
+"""Rows × 2^d lattice cells computed at once (32 MiB), to bound memory at large d."""
 
 ROWS_PER_CALL = 250_000
 """Hybrid rows per model call: large enough that per-call overhead vanishes, small in memory."""
@@ -33,13 +45,38 @@ class MaskedEvaluator:
     """Evaluates masked components on many (coalition, row) pairs at once."""
 
     def __init__(self, components: Mapping[str, Component], background: FloatArray,
-                 rows_per_call: int = ROWS_PER_CALL) -> None:
+                 rows_per_call: int = ROWS_PER_CALL, path: MaskingPath = "auto") -> None:
+        if path not in MASKING_PATHS:
+            raise CpdecompError(f"unknown masking path {path!r}; choose one of {MASKING_PATHS}")
         self.components = dict(components)
         self.background = np.asarray(background, dtype=float)
         self.rows_per_call = rows_per_call
+        self.path = path
         self.model_rows = 0
         """Rows passed to the models so far (hybrid and plain): the cost, counted."""
         self._empty_cache: dict[str, float] = {}
+        self._tables: dict[str, TreeTables | None] = {}
+
+    def tables(self, name: str) -> TreeTables | None:
+        """The component's tree tables over this background (built once), or None."""
+        if self.path == "brute":
+            return None
+        if name not in self._tables:
+            ensemble = leaf_ensemble(self.components[name].predictor)
+            try:
+                self._tables[name] = None if ensemble is None else TreeTables(
+                    ensemble, self.background, self.background.shape[1])
+            except ValueError:
+                self._tables[name] = None  # too deep to tabulate: brute force instead
+            if self._tables[name] is None and self.path == "tables":
+                raise CpdecompError(f"component {name!r} is not a tree ensemble tables support")
+        return self._tables[name]
+
+    def path_of(self, name: str) -> str:
+        """Which evaluator serves a component: 'additive', 'tables' or 'brute'."""
+        if self.path != "brute" and self.components[name].is_additive:
+            return "additive"
+        return "tables" if self.tables(name) is not None else "brute"
 
     def evaluate(self, coalitions: Coalitions, rows: FloatArray,
                  names: Sequence[str]) -> dict[str, FloatArray]:
@@ -47,13 +84,27 @@ class MaskedEvaluator:
         coalitions = np.asarray(coalitions, dtype=bool)
         rows = np.asarray(rows, dtype=float)
         raw: dict[str, FloatArray] = {}
-        additive = [n for n in names if self.components[n].is_additive]
-        others = [n for n in names if n not in additive]
-        for name in additive:
-            raw[name] = self._additive(name, coalitions, rows)
-        if others:
-            raw.update(self._brute_force(others, coalitions, rows))
+        paths = {name: self.path_of(name) for name in names}
+        for name in names:
+            if paths[name] == "additive":
+                raw[name] = self._additive(name, coalitions, rows)
+            elif paths[name] == "tables":
+                raw[name] = self._from_tables(name, coalitions, rows)
+        brute = [name for name in names if paths[name] == "brute"]
+        if brute:
+            raw.update(self._brute_force(brute, coalitions, rows))
         return {name: self.components[name].finish(raw[name]) for name in names}
+
+    def _from_tables(self, name: str, coalitions: Coalitions, rows: FloatArray) -> FloatArray:
+        tables = self.tables(name)
+        assert tables is not None
+        n_players = coalitions.shape[1]
+        chunk = max(1, LATTICE_CELLS_PER_CHUNK >> min(n_players, MAX_LATTICE_PLAYERS))
+        out = np.empty((len(coalitions), len(rows)))
+        for start in range(0, len(rows), chunk):
+            block = rows[start:start + chunk]
+            out[:, start:start + len(block)] = tables.coalition_values(block, coalitions)
+        return out
 
     def _predict(self, name: str, rows: FloatArray) -> FloatArray:
         self.model_rows += len(rows)

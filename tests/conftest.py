@@ -1,0 +1,25 @@
+"""Shared test setup: one compute thread per pytest worker.
+
+`pytest -n 2` runs two workers on two cores; gradient boosting's OpenMP threads and numba's
+threads then oversubscribe the cores, and OpenMP's spinning turns seconds into minutes. The
+results are identical with one thread.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from threadpoolctl import threadpool_limits
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_thread_per_worker():
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        yield
+        return
+    import numba
+
+    numba.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        yield
