@@ -11,15 +11,20 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import joblib
 
 from core.attribution import METHODS
 from core.conformal import FAMILIES, alpha_fraction
 from core.data import load_table, parse_split
 from core.errors import CpdecompError
 from core.games import MASKING_PATHS
+from core.games.cache import CACHE_DIR_ENV, shared_cache
 from core.models import MODELS
 from core.output import output_format, write_report
+from core.progress import ProgressBar
 from core.workflow import StudyOptions, prepare_study
 
 EXIT_BAD_INPUT = 2
@@ -55,14 +60,23 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--permutations", type=int, default=None,
                          help="budget of --method permutation (default 64)")
     explain.add_argument("--alpha", default="0.1", help="miscoverage (default %(default)s)")
-    explain.add_argument("--background", type=int, default=64,
-                         help="background rows drawn from training (default %(default)s)")
+    explain.add_argument("--background", type=int, default=None,
+                         help="background rows drawn from training (default: 1000 where tree "
+                         "tables or a closed form apply, else 64)")
     explain.add_argument("--scale", default="width", choices=["width", "log"])
     explain.add_argument("--masking", default="auto", choices=list(MASKING_PATHS),
                          help="masked predictions: auto (tree tables or closed form where the "
                          "model allows, else brute force), tables, or brute")
     explain.add_argument("--seed", type=int, default=0)
+    explain.add_argument("--jobs", type=int, default=1,
+                         help="parallel workers for the patients (joblib; -1 = all cores)")
+    explain.add_argument("--scheduler", metavar="ADDRESS",
+                         help="run the patients on a Dask cluster (e.g. tcp://host:8786)")
     explain.add_argument("--out", required=True, help="FILE.csv, FILE.parquet or FILE.json")
+    cache = commands.add_parser("cache", help="show or clear the calibration-game cache",
+                                description="The disk cache of calibration games lives in "
+                                f"${CACHE_DIR_ENV} (default ~/.cache/cpdecomp).")
+    cache.add_argument("action", choices=["info", "clear"])
     return parser
 
 
@@ -70,8 +84,10 @@ def run_explain(args: argparse.Namespace) -> str:
     started = time.perf_counter()
     output_format(args.out)  # fail before any work
     alpha = float(alpha_fraction(args.alpha))
-    if args.background < 1:
+    if args.background is not None and args.background < 1:
         raise CpdecompError("--background must be at least 1")
+    if args.jobs == 0 or args.jobs < -1:
+        raise CpdecompError("--jobs must be a positive number of workers, or -1 for all cores")
     features = None
     if args.features:
         features = tuple(name.strip() for name in args.features.split(",") if name.strip())
@@ -87,8 +103,11 @@ def run_explain(args: argparse.Namespace) -> str:
     train = load_table(args.train, text_columns=ids) if args.train else None
     calibration = load_table(args.calibration, text_columns=ids) if args.calibration else None
     study = prepare_study(data, options, train=train, calibration=calibration)
-    report = study.explain(method=args.method, alpha=alpha, units=args.scale,
-                           budget=args.permutations)
+    with parallel_backend(args.scheduler):
+        report = study.explain(method=args.method, alpha=alpha, units=args.scale,
+                               budget=args.permutations,
+                               jobs=-1 if args.scheduler else args.jobs,
+                               progress=ProgressBar("explaining patients"))
     write_report(report, args.out)
     e = report.explanation
     return (
@@ -99,7 +118,41 @@ def run_explain(args: argparse.Namespace) -> str:
     )
 
 
-COMMANDS = {"explain": run_explain}
+@contextmanager
+def parallel_backend(scheduler: str | None) -> Iterator[None]:
+    """joblib's default backend, or its Dask backend connected to the given scheduler."""
+    if scheduler is None:
+        yield
+        return
+    try:
+        from dask.distributed import Client
+    except ImportError as exc:
+        raise CpdecompError(
+            "--scheduler needs Dask: pip install 'cpdecomp[cluster]'"
+        ) from exc
+    try:
+        client = Client(scheduler, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise CpdecompError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from exc
+    try:
+        with joblib.parallel_config(backend="dask"):
+            yield
+    finally:
+        client.close()
+
+
+def run_cache(args: argparse.Namespace) -> str:
+    cache = shared_cache()
+    if cache.directory is None:
+        return f"the disk cache is off (${CACHE_DIR_ENV} is empty)"
+    if args.action == "clear":
+        return f"removed {cache.clear()} cached calibration games from {cache.directory}"
+    files = cache.files()
+    size = sum(f.stat().st_size for f in files)
+    return f"{len(files)} cached calibration games, {size / 2**20:.1f} MiB, in {cache.directory}"
+
+
+COMMANDS = {"explain": run_explain, "cache": run_cache}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

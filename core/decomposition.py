@@ -42,6 +42,23 @@ class Decomposition:
     efficient: bool
 
 
+def concatenate(parts: list[Decomposition]) -> Decomposition:
+    """One decomposition from patient chunks explained under the same configuration."""
+    first = parts[0]
+    return Decomposition(
+        features=first.features,
+        calibration=np.concatenate([p.calibration for p in parts]),
+        instance=np.concatenate([p.instance for p in parts]),
+        total=np.concatenate([p.total for p in parts]),
+        units=first.units,
+        full_value=np.concatenate([p.full_value for p in parts]),
+        empty_value=first.empty_value,
+        additivity_error=max(p.additivity_error for p in parts),
+        efficiency_error=max(p.efficiency_error for p in parts),
+        efficient=first.efficient,
+    )
+
+
 def logarithmic_mean_factor(width: FloatArray, base_width: float) -> FloatArray:
     """L = (U - U0)/(ln U - ln U0), and L = U where U = U0 (method page §6)."""
     log_gap = np.log(width) - np.log(base_width)

@@ -4,26 +4,36 @@
     result = explainer.explain(patient_table, method="exact", alpha=0.1)
 
 Changing alpha re-ranks the cached masked calibration scores; changing the method builds (and
-caches) one more design; neither refits or re-evaluates anything already done.
+caches) one more design; neither refits or re-evaluates anything already done. Cohorts are
+explained in chunks of patients (bounded memory), optionally in parallel through joblib, whose
+Dask backend runs the same chunks on a cluster.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import joblib
 import numpy as np
 import pandas as pd
 
 from core.attribution import Design, build_design
-from core.conformal import conformal_rank
-from core.decomposition import Decomposition, Units, decompose
+from core.conformal import Family, conformal_rank
+from core.decomposition import Decomposition, Units, concatenate, decompose
 from core.errors import CpdecompError
 from core.games import CalibrationGame, MaskedEvaluator, MaskingPath, instance_values
+from core.games.cache import GameCache, content_digest, shared_cache
 from core.system import ConformalSystem
 from core.typing import FloatArray
 
 BACKGROUND_STREAM = 1
 """Seed stream for the background sample, apart from the split's and the design's."""
+PATIENTS_PER_CHUNK = 1024
+"""Patients per chunk: the instance game of a chunk is (coalitions × chunk) per component."""
+
+Progress = Callable[[int, int], None]
+"""Called with (patients done, patients in all) after each chunk."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,6 +60,31 @@ class Explanation:
         return self.decomposition.features
 
 
+@dataclass(frozen=True, eq=False)
+class PatientGames:
+    """What explaining a chunk of patients needs once the calibration game is known.
+
+    Kept small, because parallel workers receive it: no calibration tables, just v_C.
+    """
+
+    family: Family
+    evaluator: MaskedEvaluator
+    design: Design
+    calibration_values: FloatArray
+    system: ConformalSystem
+    alpha: float
+    units: Units
+
+    def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
+                                                       FloatArray]:
+        """(decomposition, prediction, lower, upper) for encoded patient rows."""
+        v_i = instance_values(self.family, self.evaluator, rows, self.design.coalitions)
+        decomposition = decompose(self.design, self.calibration_values, v_i, self.family.scale,
+                                  self.units, self.system.feature_names)
+        lower, upper = self.system.predict_interval(rows, self.alpha)
+        return decomposition, self.system.predict(rows), lower, upper
+
+
 def draw_background(training_rows: FloatArray, size: int, seed: int) -> FloatArray:
     """A seeded random subsample of training rows (all of them when there are fewer)."""
     if size < 1:
@@ -64,11 +99,12 @@ class Explainer:
     """Caches designs and calibration games for one conformal system and background."""
 
     def __init__(self, system: ConformalSystem, background_size: int = 64, seed: int = 0,
-                 masking: MaskingPath = "auto") -> None:
+                 masking: MaskingPath = "auto", cache: GameCache | None = None) -> None:
         self.system = system
         self.seed = seed
         self.background = draw_background(system.fitted.training_rows, background_size, seed)
         self.evaluator = MaskedEvaluator(system.fitted.components, self.background, path=masking)
+        self.cache = shared_cache() if cache is None else cache
         self._designs: dict[tuple, Design] = {}
         self._games: dict[tuple, CalibrationGame] = {}
 
@@ -83,43 +119,84 @@ class Explainer:
         return self._designs[key]
 
     def calibration_game(self, method: str, budget: int | None = None) -> CalibrationGame:
-        """The calibration game on the method's design, computed once per design."""
+        """The calibration game on the method's design: from memory, disk, or computed once."""
         key = (method, budget)
         if key not in self._games:
             design = self.design(method, budget)
-            self._games[key] = CalibrationGame(
-                self.system.family, self.evaluator, self.system.calibration_rows,
-                self.system.calibration_targets, design.coalitions,
-            )
+            stored_key = self._stored_key(design)
+            stored = None if stored_key is None else self.cache.get(stored_key)
+            if stored is not None and stored.shape == (len(design.coalitions),
+                                                       self.system.n_calibration):
+                game = CalibrationGame(self.system.family, design.coalitions, stored)
+            else:
+                game = CalibrationGame.compute(
+                    self.system.family, self.evaluator, self.system.calibration_rows,
+                    self.system.calibration_targets, design.coalitions,
+                )
+                if stored_key is not None:
+                    self.cache.put(stored_key, game.sorted_scores)
+            self._games[key] = game
         return self._games[key]
 
-    def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
-                     units: Units = "width", budget: int | None = None) -> Explanation:
-        """Explain encoded patient rows."""
+    def _stored_key(self, design: Design) -> str | None:
+        """Content hash of the game: system, background and the design's coalitions."""
+        if self.system.digest is None:
+            return None  # injected functions cannot be hashed: keep the game in memory only
+        return content_digest("calibration-game", self.system.digest, self.background,
+                              design.coalitions, self.evaluator.path)
+
+    def patient_games(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
+                      budget: int | None = None) -> PatientGames:
+        """Everything per-patient work needs, with the calibration game evaluated at alpha."""
         family = self.system.family
         if units == "log" and family.scale != "log":
             raise CpdecompError(
                 f"log units apply to the log-scale families (normalized, gamma, cqr-r); "
                 f"{family.name} attributions are in width units already"
             )
-        rank = conformal_rank(self.system.n_calibration, alpha)
+        conformal_rank(self.system.n_calibration, alpha)  # refuse an impossible alpha first
         design = self.design(method, budget)
-        game = self.calibration_game(method, budget)
-        v_c = game.values(alpha)
-        v_i = instance_values(family, self.evaluator, rows, design.coalitions)
-        decomposition = decompose(design, v_c, v_i, family.scale, units, self.system.feature_names)
-        lower, upper = self.system.predict_interval(rows, alpha)
+        v_c = self.calibration_game(method, budget).values(alpha)
+        return PatientGames(family, self.evaluator, design, v_c, self.system, alpha, units)
+
+    def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
+                     units: Units = "width", budget: int | None = None, jobs: int = 1,
+                     progress: Progress | None = None,
+                     chunk_size: int = PATIENTS_PER_CHUNK) -> Explanation:
+        """Explain encoded patient rows, chunk by chunk (in parallel when jobs != 1)."""
+        games = self.patient_games(method, alpha, units, budget)
+        chunks = [rows[start:start + chunk_size] for start in range(0, len(rows), chunk_size)]
+        if not chunks:
+            raise CpdecompError("there are no patients to explain")
+        parts = []
+        done = 0
+        if jobs == 1 or len(chunks) == 1:
+            results = (games.explain_chunk(chunk) for chunk in chunks)
+        else:
+            results = joblib.Parallel(n_jobs=jobs, return_as="generator")(
+                joblib.delayed(games.explain_chunk)(chunk) for chunk in chunks
+            )
+        for chunk, part in zip(chunks, results, strict=True):
+            parts.append(part)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, len(rows))
+        decomposition = concatenate([p[0] for p in parts])
+        prediction, lower, upper = (np.concatenate([p[i] for p in parts]) for i in (1, 2, 3))
+        family = self.system.family
         base = float(np.exp(decomposition.empty_value) if family.scale == "log"
                      else decomposition.empty_value)
         return Explanation(
-            decomposition=decomposition, prediction=self.system.predict(rows),
-            lower=lower, upper=upper, width=upper - lower, base_width=base,
-            q_hat=self.system.quantile(alpha), rank=rank, alpha=float(alpha), family=family.name,
-            method=method, budget=design.budget, n_calibration=self.system.n_calibration,
-            background_size=len(self.background),
+            decomposition=decomposition, prediction=prediction, lower=lower, upper=upper,
+            width=upper - lower, base_width=base, q_hat=self.system.quantile(alpha),
+            rank=conformal_rank(self.system.n_calibration, alpha), alpha=float(alpha),
+            family=family.name, method=method, budget=games.design.budget,
+            n_calibration=self.system.n_calibration, background_size=len(self.background),
         )
 
     def explain(self, patients: pd.DataFrame, method: str = "exact", alpha: float = 0.1,
-                units: Units = "width", budget: int | None = None) -> Explanation:
+                units: Units = "width", budget: int | None = None, jobs: int = 1,
+                progress: Progress | None = None) -> Explanation:
         """Explain patients given as a table with the feature columns."""
-        return self.explain_rows(self.system.fitted.encode(patients), method, alpha, units, budget)
+        return self.explain_rows(self.system.fitted.encode(patients), method, alpha, units,
+                                 budget, jobs=jobs, progress=progress)

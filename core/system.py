@@ -15,6 +15,7 @@ import pandas as pd
 from core.conformal import Family, conformal_rank, get_family
 from core.data import FeatureEncoder
 from core.errors import CpdecompError
+from core.games.cache import content_digest, versions_digest
 from core.models import Component, FunctionPredictor, fit_components, get_model
 from core.typing import FloatArray
 
@@ -34,6 +35,8 @@ class FittedSystem:
     """Encoded training features: the pool the background is drawn from."""
     seed: int
     quantile_alpha: float | None = None
+    digest: str | None = None
+    """Content hash of everything the fit depends on; None for injected functions."""
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -76,6 +79,14 @@ class ConformalSystem:
     @property
     def feature_names(self) -> tuple[str, ...]:
         return self.fitted.feature_names
+
+    @property
+    def digest(self) -> str | None:
+        """Content hash of the fitted system and the calibration set (the cache key's base)."""
+        if self.fitted.digest is None:
+            return None
+        return content_digest(self.fitted.digest, self.calibration_rows,
+                              self.calibration_targets)
 
     def calibration_scores(self) -> FloatArray:
         """Sorted unmasked conformity scores (computed once)."""
@@ -134,8 +145,12 @@ def fit_system(table: pd.DataFrame, targets: Sequence[float], features: Sequence
         chosen_family.components, chosen_model, rows, targets, encoder.categorical_mask, seed,
         quantile_alpha, positive_point=positive,
     )
+    digest = content_digest(
+        versions_digest(), rows, targets, tuple(map(repr, encoder.kinds_)), chosen_family.name,
+        chosen_model.name, seed, quantile_alpha,
+    )
     return FittedSystem(chosen_family, chosen_model.name, encoder, point, components, rows, seed,
-                        quantile_alpha)
+                        quantile_alpha, digest)
 
 
 def system_from_functions(family: str, functions: Mapping[str, Callable[[FloatArray], FloatArray]],

@@ -8,9 +8,13 @@ results are identical with one thread.
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 from threadpoolctl import threadpool_limits
+
+# Tests must not read or fill the user's cache of calibration games.
+os.environ["CPDECOMP_CACHE_DIR"] = tempfile.mkdtemp(prefix="cpdecomp-test-cache-")
 
 
 @pytest.fixture(autouse=True, scope="session")

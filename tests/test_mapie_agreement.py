@@ -217,7 +217,8 @@ def masked_setup(model, family):
         for name in names
     }
     evaluator = MaskedEvaluator(system.fitted.components, background)
-    game = CalibrationGame(system.family, evaluator, x_calibration, y_calibration, coalitions)
+    game = CalibrationGame.compute(system.family, evaluator, x_calibration, y_calibration,
+                                   coalitions)
     instance = instance_values(system.family, evaluator, x_test, coalitions)
     evaluated = evaluator.evaluate(coalitions, rows, names)
     return system, coalitions, tables, evaluated, game, instance

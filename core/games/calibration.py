@@ -15,17 +15,23 @@ from core.typing import Coalitions, FloatArray
 
 
 class CalibrationGame:
-    """Sorted masked calibration scores for every coalition of a design."""
+    """Sorted masked calibration scores (n_coalitions, n) for every coalition of a design."""
 
-    def __init__(self, family: Family, evaluator: MaskedEvaluator, calibration_rows: FloatArray,
-                 calibration_targets: FloatArray, coalitions: Coalitions) -> None:
+    def __init__(self, family: Family, coalitions: Coalitions, sorted_scores: FloatArray) -> None:
         self.family = family
         self.coalitions = np.asarray(coalitions, dtype=bool)
-        tables = evaluator.evaluate(self.coalitions, calibration_rows, family.components)
+        self.sorted_scores = sorted_scores
+        self.n_calibration = sorted_scores.shape[1]
+
+    @classmethod
+    def compute(cls, family: Family, evaluator: MaskedEvaluator, calibration_rows: FloatArray,
+                calibration_targets: FloatArray, coalitions: Coalitions) -> CalibrationGame:
+        """Mask every component on every calibration row, score, and sort per coalition."""
+        tables = evaluator.evaluate(np.asarray(coalitions, dtype=bool), calibration_rows,
+                                    family.components)
         family.check_components(tables, "masked calibration row")
         scores = family.scores(np.asarray(calibration_targets, dtype=float)[None, :], tables)
-        self.sorted_scores = np.sort(scores, axis=1)
-        self.n_calibration = scores.shape[1]
+        return cls(family, coalitions, np.sort(scores, axis=1))
 
     def quantiles(self, alpha: float) -> FloatArray:
         """q_S for every coalition: the k-th smallest masked score, same k for every S."""

@@ -41,6 +41,11 @@ def exact_mean(values: FloatArray) -> FloatArray:
     return first[..., 0] + (values - first).mean(axis=-1)
 
 
+def has_fast_path(component: Component) -> bool:
+    """True when masking the component costs no hybrid rows (closed form or tree tables)."""
+    return component.is_additive or leaf_ensemble(component.predictor) is not None
+
+
 class MaskedEvaluator:
     """Evaluates masked components on many (coalition, row) pairs at once."""
 

@@ -1,0 +1,161 @@
+"""A content-addressed cache of calibration games, in memory (size-bounded) and on disk.
+
+The calibration game is the expensive part and it does not depend on the patient: its sorted
+masked scores are kept under a hash of everything that changes them (data, model, family,
+background, design, seed, library versions), so a restarted dashboard or a second batch run
+starts warm. Files are written atomically (a temporary file renamed into place), so processes
+can share a directory and a killed writer leaves no half file. Only plain arrays are stored and
+read back (never pickles), so a planted file cannot run code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+CACHE_DIR_ENV = "CPDECOMP_CACHE_DIR"
+"""Directory of the disk cache; set it to an empty string to keep the cache in memory only."""
+MEMORY_BYTES = 512 * 2**20
+SUFFIX = ".npy"
+
+
+def default_cache_dir() -> Path | None:
+    """$CPDECOMP_CACHE_DIR, else $XDG_CACHE_HOME/cpdecomp, else ~/.cache/cpdecomp."""
+    configured = os.environ.get(CACHE_DIR_ENV)
+    if configured is not None:
+        return Path(configured) if configured.strip() else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cpdecomp"
+
+
+def content_digest(*parts: object) -> str:
+    """A hex digest of arrays (values, dtype and shape), strings and numbers."""
+    digest = hashlib.blake2b(digest_size=20)
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            array = np.ascontiguousarray(part)
+            digest.update(f"array{array.dtype.str}{array.shape}".encode())
+            digest.update(array.tobytes())
+        else:
+            digest.update(f"{type(part).__name__}:{part!r}".encode())
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def versions_digest() -> str:
+    """Results depend on these libraries: a new version is a new cache key."""
+    names = ("cpdecomp", "numpy", "scikit-learn")
+    versions = []
+    for name in names:
+        try:
+            versions.append(metadata.version(name))
+        except metadata.PackageNotFoundError:
+            versions.append("?")
+    return content_digest(*versions)
+
+
+class GameCache:
+    """Arrays by key: an LRU in memory bounded in bytes, backed by a directory."""
+
+    def __init__(self, directory: Path | None = None, memory_bytes: int = MEMORY_BYTES) -> None:
+        self.directory = directory
+        self.memory_bytes = memory_bytes
+        self._memory: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def _path(self, key: str) -> Path | None:
+        return None if self.directory is None else self.directory / f"{key}{SUFFIX}"
+
+    def get(self, key: str) -> np.ndarray | None:
+        with self._lock:
+            if key in self._memory:
+                self._memory.move_to_end(key)
+                self.hits += 1
+                return self._memory[key]
+        path = self._path(key)
+        if path is not None and path.is_file():
+            try:
+                array = np.load(path, allow_pickle=False)
+            except (OSError, ValueError):
+                path.unlink(missing_ok=True)  # unreadable: drop it and recompute
+            else:
+                self._remember(key, array)
+                self.hits += 1
+                return array
+        self.misses += 1
+        return None
+
+    def put(self, key: str, array: np.ndarray) -> None:
+        array = np.ascontiguousarray(array)
+        self._remember(key, array)
+        path = self._path(key)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.",
+                                                 suffix=".tmp")
+            try:
+                with os.fdopen(handle, "wb") as out:
+                    np.save(out, array, allow_pickle=False)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(temporary, path)
+            finally:
+                if os.path.exists(temporary):
+                    os.unlink(temporary)
+        except OSError:
+            pass  # a read-only or full disk only costs the warm start, never the answer
+
+    def _remember(self, key: str, array: np.ndarray) -> None:
+        if array.nbytes > self.memory_bytes:
+            return
+        with self._lock:
+            if key in self._memory:
+                self._memory.move_to_end(key)
+                return
+            self._memory[key] = array
+            self._held += array.nbytes
+            while self._held > self.memory_bytes:
+                _, evicted = self._memory.popitem(last=False)
+                self._held -= evicted.nbytes
+
+    def files(self) -> list[Path]:
+        if self.directory is None or not self.directory.is_dir():
+            return []
+        return sorted(self.directory.glob(f"*{SUFFIX}"))
+
+    def clear(self) -> int:
+        """Forget everything; returns the number of files removed."""
+        with self._lock:
+            self._memory.clear()
+            self._held = 0
+        removed = 0
+        for path in self.files():
+            path.unlink(missing_ok=True)
+            removed += 1
+        if self.directory is not None and self.directory.is_dir():
+            for stale in self.directory.glob(".*.tmp"):  # left by a killed writer
+                stale.unlink(missing_ok=True)
+        return removed
+
+
+_shared: dict[Path | None, GameCache] = {}
+
+
+def shared_cache() -> GameCache:
+    """The process-wide cache for the configured directory."""
+    directory = default_cache_dir()
+    if directory not in _shared:
+        _shared[directory] = GameCache(directory)
+    return _shared[directory]
