@@ -282,29 +282,50 @@ def out_of_fold_residuals(model: BaseModel, x: FloatArray, y: FloatArray, catego
     return residuals
 
 
+@dataclass(frozen=True)
+class TrainingData:
+    """What every component is fitted on: encoded training rows, targets, settings."""
+
+    x: FloatArray
+    y: FloatArray
+    categorical: BoolArray
+    seed: int
+    quantile_alpha: float
+
+
+def _difficulty(model: BaseModel, data: TrainingData, point: Component) -> Component:
+    spread = np.abs(out_of_fold_residuals(model, data.x, data.y, data.categorical, data.seed))
+    floor = SIGMA_FLOOR * max(float(spread.mean()), np.finfo(float).tiny)
+    # sigma regresses |residual| itself (no link), so masking averages its output.
+    return Component("sigma", model.point(data.x, spread, data.categorical, data.seed),
+                     floor=floor)
+
+
+def _lower(model: BaseModel, data: TrainingData, point: Component) -> Component:
+    tau = data.quantile_alpha / 2
+    return Component("lo", model.quantile(data.x, data.y, data.categorical, data.seed, tau))
+
+
+def _upper(model: BaseModel, data: TrainingData, point: Component) -> Component:
+    tau = 1 - data.quantile_alpha / 2
+    return Component("hi", model.quantile(data.x, data.y, data.categorical, data.seed, tau))
+
+
+COMPONENT_BUILDERS: dict[str, Callable[[BaseModel, TrainingData, Component], Component]] = {
+    "f": lambda model, data, point: point,
+    "sigma": _difficulty,
+    "lo": _lower,
+    "hi": _upper,
+}
+
+
 def fit_components(
     family_components: tuple[str, ...], model: BaseModel, x: FloatArray, y: FloatArray,
     categorical: BoolArray, seed: int, quantile_alpha: float, positive_point: bool,
 ) -> tuple[Component, dict[str, Component]]:
     """The point model (always, for display) and the components a family's scores use."""
+    data = TrainingData(x, y, categorical, seed, quantile_alpha)
     point = Component("f", model.point(x, y, categorical, seed, positive=positive_point))
-    components: dict[str, Component] = {}
-    for name in family_components:
-        if name == "f":
-            components["f"] = point
-        elif name == "sigma":
-            spread = np.abs(out_of_fold_residuals(model, x, y, categorical, seed))
-            floor = SIGMA_FLOOR * max(float(spread.mean()), np.finfo(float).tiny)
-            # sigma regresses |residual| itself (no link), so masking averages its output.
-            components["sigma"] = Component(
-                "sigma", model.point(x, spread, categorical, seed), floor=floor
-            )
-        elif name == "lo":
-            components["lo"] = Component("lo", model.quantile(x, y, categorical, seed,
-                                                              quantile_alpha / 2))
-        elif name == "hi":
-            components["hi"] = Component("hi", model.quantile(x, y, categorical, seed,
-                                                              1 - quantile_alpha / 2))
-        else:
-            raise KeyError(name)
+    components = {name: COMPONENT_BUILDERS[name](model, data, point)
+                  for name in family_components}
     return point, components
