@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import joblib
 
-from core.attribution import METHODS
+from core.attribution import METHOD_BUDGETS, METHODS, build_design
 from core.conformal import FAMILIES, alpha_fraction
 from core.data import load_table, parse_split
 from core.errors import CpdecompError
@@ -56,9 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="train,calibration,test fractions of DATA (default %(default)s)")
     explain.add_argument("--family", default="normalized", choices=list(FAMILIES))
     explain.add_argument("--model", default="gbm", choices=list(MODELS))
-    explain.add_argument("--method", default="exact", choices=list(METHODS))
-    explain.add_argument("--permutations", type=int, default=None,
-                         help="budget of --method permutation (default 64)")
+    explain.add_argument("--method", default="exact", metavar="|".join(METHODS),
+                         help="attribution method (default %(default)s)")
+    explain.add_argument("--budget", "--permutations", dest="budget", type=int, default=None,
+                         help="budget of a sampled method: " + "; ".join(
+                             f"{name}: {spec.unit} (default {spec.default})"
+                             for name, spec in METHOD_BUDGETS.items() if spec is not None))
     explain.add_argument("--alpha", default="0.1", help="miscoverage (default %(default)s)")
     explain.add_argument("--background", type=int, default=None,
                          help="background rows drawn from training (default: 1000 where tree "
@@ -83,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
 def run_explain(args: argparse.Namespace) -> str:
     started = time.perf_counter()
     output_format(args.out)  # fail before any work
+    if args.scale == "log" and FAMILIES[args.family].scale != "log":
+        raise CpdecompError(
+            f"--scale log applies to the log-scale families (normalized, gamma, cqr-r); "
+            f"{args.family} attributions are in width units already"
+        )
+    if args.method not in METHODS:
+        build_design(args.method, 1)  # refuses with the reason (unknown, or not decomposable)
     alpha = float(alpha_fraction(args.alpha))
     if args.background is not None and args.background < 1:
         raise CpdecompError("--background must be at least 1")
@@ -102,10 +112,10 @@ def run_explain(args: argparse.Namespace) -> str:
     data = load_table(args.data, text_columns=ids)
     train = load_table(args.train, text_columns=ids) if args.train else None
     calibration = load_table(args.calibration, text_columns=ids) if args.calibration else None
-    study = prepare_study(data, options, train=train, calibration=calibration)
+    study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha)
     with parallel_backend(args.scheduler):
         report = study.explain(method=args.method, alpha=alpha, units=args.scale,
-                               budget=args.permutations,
+                               budget=args.budget,
                                jobs=-1 if args.scheduler else args.jobs,
                                progress=ProgressBar("explaining patients"))
     write_report(report, args.out)

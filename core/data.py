@@ -23,6 +23,9 @@ from core.typing import FloatArray
 MAX_CATEGORIES = 250
 """Above this many distinct strings a column is an identifier, not a category."""
 
+MIN_ROWS_FOR_IDENTIFIER = 20
+"""A text column unique on at least this many rows is an identifier, not a category."""
+
 MISSING_TOKENS = ["", "?", "NA", "N/A", "n/a", "na", "NaN", "nan", "null", "NULL", "None", "-"]
 
 
@@ -226,6 +229,11 @@ def _feature_kind(name: str, column: pd.Series) -> FeatureKind:
             "fix them or leave those cells empty (missing)"
         )
     categories = tuple(sorted({str(v) for v in present}))
+    if len(present) >= MIN_ROWS_FOR_IDENTIFIER and len(categories) == len(present):
+        raise CpdecompError(
+            f"feature {name!r} has a different text value on every row, like an identifier; "
+            "pass it as --id-column or leave it out with --features"
+        )
     if len(categories) > MAX_CATEGORIES:
         raise CpdecompError(
             f"feature {name!r} has {len(categories)} distinct text values, which looks like an "

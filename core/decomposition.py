@@ -40,6 +40,16 @@ class Decomposition:
     efficiency_error: float
     """max over patients of |Σφ_T - (width - base width)| (or of log widths), in `units`."""
     efficient: bool
+    calibration_se: FloatArray | None = None
+    """Monte Carlo standard errors of a sampled method (same shape and units); else None."""
+    instance_se: FloatArray | None = None
+    total_se: FloatArray | None = None
+    """From the total game's own samples: the three games share coalitions, so their errors are
+    correlated and total_se is not a sum of the other two."""
+
+
+def _stack(parts: list[FloatArray | None]) -> FloatArray | None:
+    return None if any(p is None for p in parts) else np.concatenate(parts)
 
 
 def concatenate(parts: list[Decomposition]) -> Decomposition:
@@ -56,6 +66,9 @@ def concatenate(parts: list[Decomposition]) -> Decomposition:
         additivity_error=max(p.additivity_error for p in parts),
         efficiency_error=max(p.efficiency_error for p in parts),
         efficient=first.efficient,
+        calibration_se=_stack([p.calibration_se for p in parts]),
+        instance_se=_stack([p.instance_se for p in parts]),
+        total_se=_stack([p.total_se for p in parts]),
     )
 
 
@@ -78,6 +91,10 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
     phi_c = np.tile(design.apply(calibration_values), (n_patients, 1))
     phi_i = design.apply(instance_values)
     phi_t = design.apply(total_values)
+    errors = [design.standard_errors(calibration_values), design.standard_errors(instance_values),
+              design.standard_errors(total_values)]
+    if errors[0] is not None:
+        errors[0] = np.tile(errors[0], (n_patients, 1))
     full = total_values[:, design.full_index]
     empty = float(total_values[0, design.empty_index]) if len(total_values) else float(
         calibration_values[design.empty_index])
@@ -85,6 +102,7 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         width, base_width = np.exp(full), float(np.exp(empty))
         factor = logarithmic_mean_factor(width, base_width)[:, None]
         phi_c, phi_i, phi_t = phi_c * factor, phi_i * factor, phi_t * factor
+        errors = [None if e is None else e * factor for e in errors]
         target = width - base_width
     else:
         width = np.exp(full) if scale == "log" else full
@@ -102,4 +120,5 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         additivity_error=float(additivity.max()) if additivity.size else 0.0,
         efficiency_error=float(efficiency.max()) if efficiency.size else 0.0,
         efficient=design.efficient,
+        calibration_se=errors[0], instance_se=errors[1], total_se=errors[2],
     )

@@ -52,6 +52,8 @@ class Explanation:
     family: str
     method: str
     budget: int | None
+    n_evaluations: int
+    """Coalitions each game was evaluated on."""
     n_calibration: int
     background_size: int
 
@@ -191,6 +193,7 @@ class Explainer:
             width=upper - lower, base_width=base, q_hat=self.system.quantile(alpha),
             rank=conformal_rank(self.system.n_calibration, alpha), alpha=float(alpha),
             family=family.name, method=method, budget=games.design.budget,
+            n_evaluations=len(games.design.coalitions),
             n_calibration=self.system.n_calibration, background_size=len(self.background),
         )
 

@@ -56,6 +56,10 @@ def tidy_frame(report: Report) -> pd.DataFrame:
     })
     if report.targets is not None:
         frame["y"] = repeat(report.targets)
+    for part in ("calibration", "instance", "total"):
+        errors = getattr(d, f"{part}_se")
+        if errors is not None:  # sampled methods: Monte Carlo standard errors, same units
+            frame[f"{part}_se"] = errors.ravel()
     return frame
 
 
@@ -103,6 +107,11 @@ def report_json(report: Report) -> dict:
                     "calibration": float(d.calibration[i, j]),
                     "instance": float(d.instance[i, j]),
                     "total": float(d.total[i, j]),
+                    **{
+                        f"{part}_se": _json_number(getattr(d, f"{part}_se")[i, j])
+                        for part in ("calibration", "instance", "total")
+                        if getattr(d, f"{part}_se") is not None
+                    },
                 }
                 for j, name in enumerate(d.features)
             ],

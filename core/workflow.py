@@ -16,6 +16,7 @@ from importlib import metadata
 import numpy as np
 import pandas as pd
 
+from core.conformal import conformal_rank
 from core.data import ColumnChoice, choose_columns, split_rows, target_values
 from core.decomposition import Units
 from core.errors import CpdecompError
@@ -118,6 +119,8 @@ class Study:
             "additivity_error": d.additivity_error,
             "efficiency_error": d.efficiency_error,
             "efficient": d.efficient,
+            "sampled": d.total_se is not None,
+            "n_evaluations": explanation.n_evaluations,
             "warnings": list(self.warnings),
             "versions": library_versions(),
         }
@@ -145,7 +148,7 @@ def _with_targets(table: pd.DataFrame, target: str, role: str) -> tuple[pd.DataF
 
 
 def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame | None = None,
-                  calibration: pd.DataFrame | None = None) -> Study:
+                  calibration: pd.DataFrame | None = None, alpha: float | None = None) -> Study:
     """Split (or take the given files), fit, conformalize and set up the explainer.
 
     With train and calibration tables, `data` holds only the patients to explain. Otherwise
@@ -184,6 +187,8 @@ def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame
             )
     if len(patients) == 0:
         raise CpdecompError("there are no patients to explain")
+    if alpha is not None:
+        conformal_rank(len(y_cal), alpha)  # an impossible alpha is refused before any fit
     system = fit_system(train_table, y_train, columns.features, family=options.family,
                         model=options.model, seed=options.seed,
                         quantile_alpha=options.quantile_alpha).conformalize(cal_table, y_cal)

@@ -1,4 +1,5 @@
-"""Coalition designs: exact Shapley against its definition and shap; permutation sampling."""
+"""Coalition designs: exact Shapley against its definition and shap, permutation sampling,
+the contract every registered design keeps, and feature groups."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core import Explainer, fit_system, load_table, split_rows, target_values
-from core.attribution import build_design, exact_shapley_design, permutation_design
+from core.attribution import (
+    METHOD_BUDGETS,
+    METHOD_LABELS,
+    METHODS,
+    NOT_DECOMPOSABLE,
+    build_design,
+    exact_shapley_design,
+    permutation_design,
+)
 from core.attribution.exact import MAX_EXACT_PLAYERS
 from core.errors import CpdecompError
 
@@ -123,3 +132,92 @@ def test_exact_matches_shap_kernel_explainer_on_the_stacked_two_game(real_games)
         ours_i = design.apply(v_i[patient])
         np.testing.assert_allclose(phi[:, 0], ours_c, rtol=1e-8, atol=1e-10)
         np.testing.assert_allclose(phi[:, 1], ours_i, rtol=1e-8, atol=1e-10)
+
+
+# --- the design contract, for every registered method -----------------------------------------
+
+def test_registries_list_the_same_methods_in_menu_order():
+    assert list(METHOD_LABELS) == list(METHODS) == list(METHOD_BUDGETS)
+    assert not set(NOT_DECOMPOSABLE) & set(METHODS)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_design_keeps_the_contract(method):
+    """Boolean coalitions with ∅ and N, φ = v @ W, any leading shape, seeded, budget reported."""
+    d = 6
+    spec = METHOD_BUDGETS[method]
+    budget = None if spec is None else 2 * spec.minimum(d)
+    design = build_design(method, d, budget=budget, seed=3)
+    assert design.coalitions.dtype == bool and design.coalitions.shape[1] == d
+    assert design.n_evaluations == len(np.unique(design.coalitions, axis=0))
+    assert not design.coalitions[design.empty_index].any()
+    assert design.coalitions[design.full_index].all()
+    v = np.random.default_rng(0).normal(size=(2, 3, design.n_evaluations))
+    phi = design.apply(v)
+    assert phi.shape == (2, 3, d)
+    np.testing.assert_allclose(v @ design.weight_matrix(), phi, atol=1e-12)
+    again = build_design(method, d, budget=budget, seed=3)
+    np.testing.assert_array_equal(again.coalitions, design.coalitions)
+    np.testing.assert_array_equal(again.apply(v), phi)
+    se = design.standard_errors(v)
+    assert (se is None) == (not design.sampled)
+    if design.sampled:
+        assert se.shape == phi.shape and np.all(se >= 0)
+        assert design.budget is not None
+        other = build_design(method, d, budget=budget, seed=4)
+        table = np.random.default_rng(1).normal(size=2**d)
+        game = lambda s: table[sum(1 << j for j in s)]  # noqa: E731
+        assert not np.array_equal(other.apply(values_on(other, game)),
+                                  design.apply(values_on(design, game)))
+    default = build_design(method, d)  # every builder has a working default budget
+    assert default.n_players == d
+
+
+def test_unknown_and_non_decomposable_methods_are_refused_with_the_reason():
+    with pytest.raises(CpdecompError, match="unknown attribution method 'lasso'"):
+        build_design("lasso", 4)
+    for name, spec in NOT_DECOMPOSABLE.items():
+        with pytest.raises(CpdecompError, match="cannot be decomposed"):
+            build_design(name, 4)
+        assert "not decomposable" in spec.label
+
+
+# --- feature groups ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_groups_move_their_columns_together_and_attribute_per_group(method):
+    """A design over groups = the group-level design on the game of whole groups."""
+    groups = [[0, 3], [1], [2, 4, 5]]
+    spec = METHOD_BUDGETS[method]
+    budget = None if spec is None else 2 * spec.minimum(len(groups))
+    design = build_design(method, 6, budget=budget, seed=1, groups=groups)
+    inner = build_design(method, 3, budget=budget, seed=1)
+    assert design.n_players == 3 and design.coalitions.shape[1] == 6
+    for group in groups:  # every coalition holds all of a group's columns or none
+        block = design.coalitions[:, group]
+        assert np.all(block.all(axis=1) | ~block.any(axis=1))
+    table = np.random.default_rng(5).normal(size=2**6)
+    column_bits = design.coalitions.astype(np.int64) @ (1 << np.arange(6))
+    group_bits = inner.coalitions.astype(np.int64) @ (1 << np.arange(3))
+    spelled = np.array([sum(1 << c for g, grp in enumerate(groups) if b >> g & 1 for c in grp)
+                        for b in group_bits])
+    np.testing.assert_allclose(design.apply(table[column_bits]), inner.apply(table[spelled]),
+                               atol=1e-12)
+
+
+def test_singleton_groups_are_the_plain_design():
+    plain = build_design("kernel", 5, budget=20, seed=2)
+    grouped = build_design("kernel", 5, budget=20, seed=2, groups=[[j] for j in range(5)])
+    np.testing.assert_array_equal(grouped.coalitions, plain.coalitions)
+    np.testing.assert_array_equal(grouped.weight_matrix(), plain.weight_matrix())
+
+
+@pytest.mark.parametrize("groups, message", [
+    ([[0, 1], [2]], "missing \\[3\\]"),
+    ([[0, 1], [1, 2, 3]], "repeated \\[1\\]"),
+    ([[0, 1], [2, 3], []], "at least one column"),
+    ([[0, 1], [2, 3, 4]], "out of range \\[4\\]"),
+])
+def test_groups_must_partition_the_columns(groups, message):
+    with pytest.raises(CpdecompError, match=message):
+        build_design("exact", 4, groups=groups)

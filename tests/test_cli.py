@@ -406,7 +406,8 @@ def test_non_numeric_target_is_refused(capsys, tmp_path, sample) -> None:
 def test_too_few_calibration_rows_names_needed_size(capsys, tmp_path, tiny_csv) -> None:
     """40 rows -> 10 calibration rows; alpha = 0.01 needs n >= 1/alpha - 1 = 99."""
     message = assert_bad_input(capsys, "explain", tiny_csv, "--target", TARGET, *FAST,
-                               "--alpha", "0.01", "--out", tmp_path / "o.csv")
+                               "--id-column", "patient_id", "--alpha", "0.01",
+                               "--out", tmp_path / "o.csv")
     assert "calibration" in message
     assert "99" in message
 
@@ -485,8 +486,8 @@ def test_alpha_outside_unit_interval_is_refused(capsys, tmp_path, alpha) -> None
 
 def test_log_scale_with_absolute_family_is_refused(capsys, tmp_path) -> None:
     message = assert_bad_input(capsys, "explain", SAMPLE, "--target", TARGET, *FAST,
-                               "--family", "absolute", "--scale", "log",
-                               "--out", tmp_path / "o.csv")
+                               "--id-column", "patient_id", "--family", "absolute",
+                               "--scale", "log", "--out", tmp_path / "o.csv")
     assert "log" in message
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from core import FAMILIES, Explainer, fit_system, load_table, split_rows, target_values
-from core.attribution import METHODS
+from core.attribution import METHOD_BUDGETS, METHODS
 
 FEATURES = ["age", "bmi", "bp", "s1 tc", "s5 ltg", "s6 glu", "constant"]
 
@@ -25,8 +25,10 @@ def explain(diabetes, family, method, model="gbm", units="width", alpha=0.1):
     system = fit_system(table.iloc[train], y[train], FEATURES, family=family, model=model, seed=0)
     system = system.conformalize(table.iloc[cal], y[cal])
     explainer = Explainer(system, background_size=12, seed=0)
+    spec = METHOD_BUDGETS[method]
+    budget = None if spec is None else max(10, 2 * spec.minimum(len(FEATURES)))
     result = explainer.explain(table.iloc[test[:25]], method=method, alpha=alpha, units=units,
-                               budget=10)
+                               budget=budget)
     return explainer, result
 
 
@@ -38,10 +40,11 @@ def test_total_is_calibration_plus_instance_and_sums_to_width_gap(diabetes, fami
     d = result.decomposition
     width = result.width[:, None]
     np.testing.assert_allclose(d.total - d.calibration - d.instance, 0.0, atol=1e-10 * width.max())
-    np.testing.assert_allclose(d.total.sum(axis=1), result.width - result.base_width,
-                               rtol=0, atol=1e-9 * result.width.max())
     assert d.additivity_error <= 1e-10 * result.width.max()
-    assert d.efficiency_error <= 1e-9 * result.width.max()
+    if d.efficient:  # Banzhaf and leave-one-out are exact splits that need not sum to the gap
+        np.testing.assert_allclose(d.total.sum(axis=1), result.width - result.base_width,
+                                   rtol=0, atol=1e-9 * result.width.max())
+        assert d.efficiency_error <= 1e-9 * result.width.max()
 
 
 @pytest.mark.parametrize("family", [f for f in FAMILIES if FAMILIES[f].scale == "log"])

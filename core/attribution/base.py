@@ -1,29 +1,135 @@
 """A coalition design: which coalitions to evaluate, and a linear map from their values to φ.
 
 Every method offered is linear in the game, so one design applied to the calibration, instance
-and total games gives φ_T = φ_C + φ_I exactly (method page §5). The map is stored as weighted
-marginal contributions, φ_j = Σ w · (v(with) − v(without)), the way Shapley values are
-defined: a player that never changes the game gets exactly 0.0, not a rounding residue.
+and total games gives φ_T = φ_C + φ_I exactly (method page §5). Two forms share one interface:
+
+* `TermDesign` stores the map as weighted marginal contributions,
+  φ_j = Σ w · (v(with) − v(without)), the way Shapley-type values are defined: a player that
+  never changes the game gets exactly 0.0, not a rounding residue (exact and permutation
+  Shapley, Banzhaf, leave-one-out, shap's PermutationExplainer);
+* `MatrixDesign` stores a dense (n_coalitions, n_players) matrix, φ = v @ W, for estimators
+  that are a linear solve of the values (KernelSHAP, shap's KernelExplainer).
+
+A sampled design also knows its Monte Carlo standard errors: `standard_errors(values)` has the
+shape of `apply(values)` and is None for a design with nothing random in it.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
+from scipy import sparse
 
 from core.typing import Coalitions, FloatArray
 
 ROWS_PER_BLOCK = 256
-"""Patients per block when applying a design, to bound the (patients × terms) buffer."""
+"""Games (patients) per block when applying a design, to bound the (games × terms) buffer."""
 
 
-@dataclass(frozen=True, eq=False)
-class Design:
-    """Coalitions (n_coalitions, n_players) and marginal-contribution terms sorted by player."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Design(ABC):
+    """Coalitions (n_coalitions, n_columns) and a linear map from their values to attributions."""
 
     method: str
     coalitions: Coalitions
+    efficient: bool
+    """True when Σφ = v(all players) − v(no player) for every game."""
+    budget: int | None = None
+    """The budget actually spent, in the method's unit (see BUDGET_UNITS); None when unbudgeted."""
+    seed: int | None = None
+    sampled: bool = False
+    """True when the map depends on random draws: it then has standard errors."""
+    groups: tuple[tuple[int, ...], ...] | None = None
+    """Columns of each player when players are feature groups; None when player = column."""
+
+    @property
+    def n_players(self) -> int:
+        """Number of attributions per game (features, or groups of them)."""
+        return self.coalitions.shape[1] if self.groups is None else len(self.groups)
+
+    @property
+    def n_evaluations(self) -> int:
+        """Coalitions each game is evaluated on: the real cost of the design."""
+        return len(self.coalitions)
+
+    @abstractmethod
+    def apply(self, values: FloatArray) -> FloatArray:
+        """Attributions (..., n_players) of game values (..., n_coalitions)."""
+
+    @abstractmethod
+    def weight_matrix(self) -> FloatArray:
+        """The same map as a dense (n_coalitions, n_players) matrix: φ = v @ W."""
+
+    def standard_errors(self, values: FloatArray) -> FloatArray | None:
+        """Monte Carlo standard errors (..., n_players) of `apply(values)`; None if not sampled."""
+        return None
+
+    def index_of(self, members: np.ndarray) -> int:
+        """Row of the coalition with exactly these members (a mask over columns)."""
+        hits = np.flatnonzero((self.coalitions == members[None, :]).all(axis=1))
+        if hits.size == 0:
+            raise KeyError("coalition not in design")
+        return int(hits[0])
+
+    @cached_property
+    def full_index(self) -> int:
+        return self.index_of(np.ones(self.coalitions.shape[1], dtype=bool))
+
+    @cached_property
+    def empty_index(self) -> int:
+        return self.index_of(np.zeros(self.coalitions.shape[1], dtype=bool))
+
+
+def as_games(values: FloatArray) -> tuple[FloatArray, tuple[int, ...]]:
+    """Values as a 2-D (games, n_coalitions) array, and the leading shape to restore."""
+    values = np.asarray(values, dtype=float)
+    return values.reshape(-1, values.shape[-1]), values.shape[:-1]
+
+
+@dataclass(frozen=True, eq=False)
+class Replicates:
+    """Independent sampling units of a term design: φ is the mean of the units' estimates.
+
+    Unit u's estimate is ψ_u,j = Σ weight · (v(with) − v(without)) over its terms for player j,
+    unmerged, so the spread of ψ_u over units gives the standard error sd(ψ)/√n_units.
+    """
+
+    with_index: np.ndarray
+    without_index: np.ndarray
+    player: np.ndarray
+    unit: np.ndarray
+    weight: FloatArray
+    n_units: int
+
+    def standard_errors(self, flat: FloatArray, n_players: int) -> FloatArray:
+        """sd over units of ψ_u, divided by √n_units, for each game row of `flat`.
+
+        NaN with a single unit: one draw says nothing about its own spread.
+        """
+        if self.n_units < 2:
+            return np.full((len(flat), n_players), np.nan)
+        cells = self.n_units * n_players
+        # One sparse (terms → unit, player) sum turns every game's gains into all ψ_u at once.
+        to_cells = sparse.csr_array(
+            (self.weight, (np.arange(len(self.weight)), self.unit * n_players + self.player)),
+            shape=(len(self.weight), cells))
+        out = np.zeros((len(flat), n_players))
+        block_rows = max(1, ROWS_PER_BLOCK * 256 // max(cells, 1))
+        for start in range(0, len(flat), block_rows):
+            block = flat[start:start + block_rows]
+            gains = block[:, self.with_index] - block[:, self.without_index]
+            estimates = (to_cells.T @ gains.T).T.reshape(len(block), self.n_units, n_players)
+            out[start:start + len(block)] = estimates.std(axis=1, ddof=1) / np.sqrt(self.n_units)
+        return out
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class TermDesign(Design):
+    """Marginal-contribution terms sorted by player: φ_j = Σ w (v(with) − v(without))."""
+
     with_index: np.ndarray
     """(n_terms,) row in `coalitions` of S ∪ {j}."""
     without_index: np.ndarray
@@ -31,19 +137,10 @@ class Design:
     player: np.ndarray
     """(n_terms,) j, non-decreasing."""
     weight: FloatArray
-    efficient: bool
-    """True when Σφ = v(all players) − v(no player) for every game."""
-    budget: int | None = None
-    seed: int | None = None
-
-    @property
-    def n_players(self) -> int:
-        return self.coalitions.shape[1]
+    replicates: Replicates | None = None
 
     def apply(self, values: FloatArray) -> FloatArray:
-        """Attributions (..., n_players) of game values (..., n_coalitions)."""
-        values = np.asarray(values, dtype=float)
-        flat = values.reshape(-1, values.shape[-1])
+        flat, lead = as_games(values)
         out = np.zeros((len(flat), self.n_players))
         bounds = np.searchsorted(self.player, np.arange(self.n_players + 1))
         for start in range(0, len(flat), ROWS_PER_BLOCK):
@@ -52,29 +149,34 @@ class Design:
             for j in range(self.n_players):
                 lo, hi = bounds[j], bounds[j + 1]
                 out[start:start + len(block), j] = gains[:, lo:hi] @ self.weight[lo:hi]
-        return out.reshape((*values.shape[:-1], self.n_players))
+        return out.reshape((*lead, self.n_players))
 
     def weight_matrix(self) -> FloatArray:
-        """The same map as a dense (n_coalitions, n_players) matrix: φ = v @ W."""
         matrix = np.zeros((len(self.coalitions), self.n_players))
         np.add.at(matrix, (self.with_index, self.player), self.weight)
         np.add.at(matrix, (self.without_index, self.player), -self.weight)
         return matrix
 
-    def index_of(self, members: np.ndarray) -> int:
-        """Row of the coalition with exactly these members."""
-        hits = np.flatnonzero((self.coalitions == members[None, :]).all(axis=1))
-        if hits.size == 0:
-            raise KeyError("coalition not in design")
-        return int(hits[0])
+    def standard_errors(self, values: FloatArray) -> FloatArray | None:
+        if self.replicates is None:
+            return None
+        flat, lead = as_games(values)
+        return self.replicates.standard_errors(flat, self.n_players).reshape(
+            (*lead, self.n_players))
 
-    @property
-    def full_index(self) -> int:
-        return self.index_of(np.ones(self.n_players, dtype=bool))
 
-    @property
-    def empty_index(self) -> int:
-        return self.index_of(np.zeros(self.n_players, dtype=bool))
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MatrixDesign(Design):
+    """A dense map φ = v @ matrix, (n_coalitions, n_players)."""
+
+    matrix: FloatArray
+
+    def apply(self, values: FloatArray) -> FloatArray:
+        flat, lead = as_games(values)
+        return (flat @ self.matrix).reshape((*lead, self.n_players))
+
+    def weight_matrix(self) -> FloatArray:
+        return self.matrix.copy()
 
 
 def coalitions_from_bits(bits: np.ndarray, n_players: int) -> Coalitions:
@@ -82,18 +184,42 @@ def coalitions_from_bits(bits: np.ndarray, n_players: int) -> Coalitions:
     return ((np.asarray(bits, dtype=np.int64)[:, None] >> np.arange(n_players)) & 1).astype(bool)
 
 
+def bits_from_coalitions(coalitions: Coalitions) -> np.ndarray:
+    """Integer bitmasks (player j is bit j) of boolean masks; at most 62 players."""
+    coalitions = np.asarray(coalitions, dtype=bool)
+    return coalitions.astype(np.int64) @ (np.int64(1) << np.arange(coalitions.shape[1],
+                                                                   dtype=np.int64))
+
+
 def design_from_terms(method: str, with_bits: np.ndarray, without_bits: np.ndarray,
                       player: np.ndarray, weight: FloatArray, n_players: int, efficient: bool,
-                      budget: int | None = None, seed: int | None = None) -> Design:
-    """Merge repeated (S ∪ {j}, S) terms, index the coalitions they use, sort by player."""
+                      budget: int | None = None, seed: int | None = None,
+                      unit: np.ndarray | None = None,
+                      unit_weight: FloatArray | None = None) -> TermDesign:
+    """Merge repeated (S ∪ {j}, S) terms, index the coalitions they use, sort by player.
+
+    With `unit` (the sampling unit of each term) and `unit_weight` (the term's weight inside its
+    unit's own estimate), the design is sampled and keeps the unmerged terms for its errors.
+    """
     keys = np.stack([player, with_bits, without_bits], axis=1)
     unique_keys, inverse = np.unique(keys, axis=0, return_inverse=True)
     merged = np.zeros(len(unique_keys))
     np.add.at(merged, inverse.ravel(), weight)
-    bits, index = np.unique(unique_keys[:, 1:], return_inverse=True)
-    index = index.reshape(-1, 2)
-    return Design(
+    bits, index = np.unique(np.concatenate([unique_keys[:, 1:].ravel(), [0, (1 << n_players) - 1]]),
+                            return_inverse=True)
+    # ∅ and the full coalition are always evaluated: every result reports v(N) − v(∅).
+    index = index[:-2].reshape(-1, 2)
+    replicates = None
+    if unit is not None:
+        replicates = Replicates(
+            with_index=np.searchsorted(bits, with_bits),
+            without_index=np.searchsorted(bits, without_bits),
+            player=np.asarray(player, dtype=np.int64), unit=np.asarray(unit, dtype=np.int64),
+            weight=np.asarray(unit_weight, dtype=float), n_units=int(np.max(unit)) + 1,
+        )
+    return TermDesign(
         method=method, coalitions=coalitions_from_bits(bits, n_players),
         with_index=index[:, 0], without_index=index[:, 1], player=unique_keys[:, 0],
         weight=merged, efficient=efficient, budget=budget, seed=seed,
+        sampled=replicates is not None, replicates=replicates,
     )

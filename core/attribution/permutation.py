@@ -2,13 +2,15 @@
 
 φ_j = mean over the sampled permutations of v(prefix ∪ {j}) − v(prefix). Every game uses the
 same permutations, so the split is exact, and each permutation telescopes, so Σφ = v(N) − v(∅).
+A permutation and its reverse form one sampling unit: the standard error is the spread of the
+pairs' estimates over √(number of pairs).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from core.attribution.base import Design, design_from_terms
+from core.attribution.base import TermDesign, design_from_terms
 from core.errors import CpdecompError
 
 DEFAULT_PERMUTATIONS = 64
@@ -16,24 +18,32 @@ MAX_PLAYERS = 62
 """Coalitions are kept as 64-bit masks."""
 
 
-def permutation_design(n_players: int, budget: int | None = None, seed: int = 0) -> Design:
-    """A design from `budget` permutations (rounded up to an even number for the pairs)."""
-    n_permutations = DEFAULT_PERMUTATIONS if budget is None else int(budget)
-    if n_permutations < 2:
-        raise CpdecompError("permutation sampling needs a budget of at least 2 permutations")
-    if n_players > MAX_PLAYERS:
-        raise CpdecompError(f"permutation sampling supports at most {MAX_PLAYERS} features")
-    d = n_players
-    n_pairs = (n_permutations + 1) // 2
-    rng = np.random.default_rng(seed)
-    forward = np.argsort(rng.random((n_pairs, d)), axis=1)
+def design_from_orders(method: str, forward: np.ndarray, seed: int | None) -> TermDesign:
+    """The antithetic design of `forward` orders (n_pairs, d), each with its reverse."""
+    n_pairs, d = forward.shape
     orders = np.concatenate([forward, forward[:, ::-1]])
     player_bits = np.left_shift(np.int64(1), orders.astype(np.int64))
     prefixes = np.concatenate(
         [np.zeros((len(orders), 1), dtype=np.int64), np.cumsum(player_bits, axis=1)], axis=1
     )
     share = np.full(orders.size, 1.0 / len(orders))
+    # Row r and row r + n_pairs are one pair; inside the pair each permutation counts half.
+    unit = np.repeat(np.arange(len(orders)) % n_pairs, d)
     return design_from_terms(
-        "permutation", prefixes[:, 1:].ravel(), prefixes[:, :-1].ravel(), orders.ravel(),
+        method, prefixes[:, 1:].ravel(), prefixes[:, :-1].ravel(), orders.ravel(),
         share, d, efficient=True, budget=len(orders), seed=seed,
+        unit=unit, unit_weight=np.full(orders.size, 0.5),
     )
+
+
+def permutation_design(n_players: int, budget: int | None = None, seed: int = 0) -> TermDesign:
+    """A design from `budget` permutations (rounded up to an even number for the pairs)."""
+    n_permutations = DEFAULT_PERMUTATIONS if budget is None else int(budget)
+    if n_permutations < 2:
+        raise CpdecompError("permutation sampling needs a budget of at least 2 permutations")
+    if n_players > MAX_PLAYERS:
+        raise CpdecompError(f"permutation sampling supports at most {MAX_PLAYERS} features")
+    n_pairs = (n_permutations + 1) // 2
+    rng = np.random.default_rng(seed)
+    forward = np.argsort(rng.random((n_pairs, n_players)), axis=1)
+    return design_from_orders("permutation", forward, seed)

@@ -1,0 +1,182 @@
+"""KernelSHAP: the Shapley kernel regression on complete size classes plus paired samples.
+
+Coalition sizes s = 1..d−1 carry the Shapley kernel's mass (d − 1)/(s(d − s)); sizes s and
+d − s form one class, sampled as a coalition with its complement (paired sampling). The
+schedule is the one of Lundberg & Lee's implementation (shap's KernelExplainer): classes whose
+share of the remaining budget covers every coalition in them are enumerated with their exact
+weights, smallest sizes first; the remaining budget is drawn from the remaining classes until
+it holds that many distinct coalitions, repeats adding weight. With a budget of 2^d every class
+is enumerated and the answer is exact Shapley. The map is the constrained least-squares solve of
+`core.attribution.regression`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from math import comb
+
+import numpy as np
+
+from core.attribution.regression import Draws, RegressionDesign, regression_design
+from core.errors import CpdecompError
+
+DEFAULT_KERNEL_BUDGET = 2048
+"""Coalitions evaluated by default (shap's own default is 2d + 2048)."""
+
+MAX_PLAYERS = 62
+METHOD_NAME = "KernelSHAP"
+DRAWS_PER_SAMPLE = 4
+"""At most this many draws per coalition still to fill, as in shap: repeats cannot loop forever."""
+
+
+@dataclass(frozen=True)
+class SizeClass:
+    """Coalition sizes s and d − s, sampled together when they differ."""
+
+    size: int
+    paired: bool
+    mass: float
+    """Share of the Shapley kernel's total weight held by the class."""
+    n_coalitions: int
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Which classes are enumerated for a number of coalitions, and the draws for the rest."""
+
+    enumerated: tuple[SizeClass, ...]
+    drawn: tuple[SizeClass, ...]
+    n_drawn: int
+    """Distinct coalitions to draw from the classes in `drawn`."""
+
+    @property
+    def drawn_mass(self) -> float:
+        return float(sum(c.mass for c in self.drawn))
+
+
+def minimum_kernel_budget(n_players: int) -> int:
+    """2d + 2 coalitions: ∅, N, every feature alone and every feature left out (or all 2^d)."""
+    return min(2 * n_players + 2, 2**n_players)
+
+
+def size_classes(n_players: int) -> tuple[SizeClass, ...]:
+    """Size classes 1..⌈(d−1)/2⌉ with their kernel mass, smallest first."""
+    d = n_players
+    n_classes = d // 2 if d % 2 == 0 else (d - 1) // 2
+    raw = []
+    for s in range(1, n_classes + 1):
+        paired = s != d - s
+        raw.append((s, paired, (d - 1) / (s * (d - s)) * (2 if paired else 1),
+                    comb(d, s) * (2 if paired else 1)))
+    total = sum(r[2] for r in raw)
+    return tuple(SizeClass(s, paired, mass / total, n) for s, paired, mass, n in raw)
+
+
+def kernel_schedule(n_players: int, n_samples: int, singletons: bool = False) -> Schedule:
+    """shap's rule: enumerate a class while the budget's share of it covers all its coalitions.
+
+    With `singletons`, the class of sizes 1 and d − 1 is enumerated whatever its share: those 2d
+    coalitions alone determine the regression, so no draw can leave it singular.
+    """
+    classes = size_classes(n_players)
+    left, remaining_mass = n_samples, 1.0
+    enumerated: list[SizeClass] = []
+    for size_class in classes:
+        share = size_class.mass / remaining_mass
+        forced = singletons and size_class.size == 1 and left >= size_class.n_coalitions
+        if not forced and left * share / size_class.n_coalitions < 1.0 - 1e-8:
+            break
+        enumerated.append(size_class)
+        left -= size_class.n_coalitions
+        remaining_mass -= size_class.mass
+    return Schedule(tuple(enumerated), classes[len(enumerated):], left)
+
+
+def enumerated_coalitions(n_players: int, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """Bits and kernel weights of every coalition in the enumerated classes."""
+    bits, weights = [], []
+    full = (1 << n_players) - 1
+    for size_class in schedule.enumerated:
+        weight = size_class.mass / size_class.n_coalitions
+        for members in combinations(range(n_players), size_class.size):
+            b = sum(1 << j for j in members)
+            bits.append(b)
+            weights.append(weight)
+            if size_class.paired:
+                bits.append(full ^ b)
+                weights.append(weight)
+    return np.array(bits, dtype=np.int64), np.array(weights)
+
+
+def draw_coalitions(n_players: int, schedule: Schedule,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, Draws]:
+    """Paired draws until `schedule.n_drawn` distinct coalitions; bits, weights and the draws."""
+    d, classes = n_players, schedule.drawn
+    full = (1 << d) - 1
+    # A paired draw adds two coalitions, so its class is drawn half as often for the same mass.
+    chance = np.array([c.mass / (2 if c.paired else 1) for c in classes])
+    max_draws = DRAWS_PER_SAMPLE * schedule.n_drawn
+    picked = rng.choice(len(classes), size=max_draws, p=chance / chance.sum())
+    orders = np.argsort(rng.random((max_draws, d)), axis=1)
+    player_bits = np.left_shift(np.int64(1), orders.astype(np.int64))
+    prefix_bits = np.cumsum(player_bits, axis=1)
+    bits: list[int] = []
+    first: dict[int, int] = {}
+    draws: list[list[int]] = []  # [first row, second row or -1, count]
+    left = schedule.n_drawn
+    for t in range(max_draws):
+        if left <= 0:
+            break
+        size_class = classes[picked[t]]
+        b = int(prefix_bits[t, size_class.size - 1])
+        if b in first:
+            draws[first[b]][2] += 1
+            continue
+        first[b] = len(draws)
+        bits.append(b)
+        left -= 1
+        second = -1
+        if size_class.paired and left > 0:
+            second = len(bits)
+            bits.append(full ^ b)
+            left -= 1
+        draws.append([len(bits) - 1 - (second >= 0), second, 1])
+    table = np.array(draws, dtype=np.int64).reshape(-1, 3)
+    appearances = table[:, 2] * (1 + (table[:, 1] >= 0))
+    weights = np.zeros(len(bits))
+    np.add.at(weights, table[:, 0], table[:, 2])
+    paired = table[:, 1] >= 0
+    np.add.at(weights, table[paired, 1], table[paired, 2])
+    weights *= schedule.drawn_mass / appearances.sum()
+    return (np.array(bits, dtype=np.int64), weights,
+            Draws(first=table[:, 0], second=table[:, 1], count=table[:, 2],
+                  mass=schedule.drawn_mass))
+
+
+def kernel_shap_design(n_players: int, budget: int | None = None,
+                       seed: int = 0) -> RegressionDesign:
+    """KernelSHAP over `budget` coalitions (∅ and N included); exact Shapley at 2^d."""
+    d = n_players
+    if d > MAX_PLAYERS:
+        raise CpdecompError(f"KernelSHAP supports at most {MAX_PLAYERS} features")
+    requested = DEFAULT_KERNEL_BUDGET if budget is None else int(budget)
+    if requested < minimum_kernel_budget(d):
+        raise CpdecompError(
+            f"{METHOD_NAME} over {d} features needs a budget of at least "
+            f"{minimum_kernel_budget(d)} coalitions (∅, N, each feature alone and each left "
+            f"out); raise the budget"
+        )
+    n_samples = min(requested, 2**d) - 2
+    schedule = kernel_schedule(d, n_samples, singletons=True)
+    bits, weights = enumerated_coalitions(d, schedule)
+    draws = None
+    if schedule.drawn and schedule.n_drawn > 0:
+        rng = np.random.default_rng(seed)
+        drawn_bits, drawn_weights, draws = draw_coalitions(d, schedule, rng)
+        draws = Draws(first=draws.first + len(bits), second=np.where(
+            draws.second >= 0, draws.second + len(bits), -1), count=draws.count, mass=draws.mass)
+        bits = np.concatenate([bits, drawn_bits])
+        weights = np.concatenate([weights, drawn_weights])
+    return regression_design("kernel", bits, weights, d, draws=draws,
+                             budget=len(bits) + 2, seed=seed)

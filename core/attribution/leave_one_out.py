@@ -1,0 +1,27 @@
+"""Leave-one-out (occlusion): φ_j = v(N) − v(N ∖ {j}), what removing j alone changes.
+
+Linear, symmetric, null players exactly 0; not efficient (interactions are counted by every
+player they involve, or by none). d + 2 coalitions: N, each N ∖ {j}, and ∅ for the report.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.attribution.base import TermDesign, design_from_terms
+from core.errors import CpdecompError
+
+MAX_PLAYERS = 62
+
+
+def leave_one_out_design(n_players: int, budget: int | None = None,
+                         seed: int = 0) -> TermDesign:
+    """One term per player: the full coalition against the full coalition without it."""
+    d = n_players
+    if d > MAX_PLAYERS:
+        raise CpdecompError(f"leave-one-out supports at most {MAX_PLAYERS} features")
+    full = np.int64((1 << d) - 1)
+    player = np.arange(d)
+    with_bits = np.full(d, full)
+    return design_from_terms("leave-one-out", with_bits, with_bits & ~(np.int64(1) << player),
+                             player, np.ones(d), d, efficient=False)
