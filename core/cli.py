@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="budget of a sampled method: " + "; ".join(
                              f"{name}: {spec.unit} (default {spec.default})"
                              for name, spec in METHOD_BUDGETS.items() if spec is not None))
+    explain.add_argument("--group", action="append", default=[], metavar="A,B",
+                         help="features that enter and leave coalitions together as one player "
+                         "(repeatable); the rest stay single")
     explain.add_argument("--alpha", default="0.1", help="miscoverage (default %(default)s)")
     explain.add_argument("--background", type=int, default=None,
                          help="background rows drawn from training (default: 1000 where tree "
@@ -108,6 +111,7 @@ def run_explain(args: argparse.Namespace) -> str:
     )
     if (args.train is None) != (args.calibration is None):
         raise CpdecompError("give both --train and --calibration, or neither")
+    groups = [[n.strip() for n in text.split(",") if n.strip()] for text in args.group]
     ids = [args.id_column] if args.id_column else []
     data = load_table(args.data, text_columns=ids)
     train = load_table(args.train, text_columns=ids) if args.train else None
@@ -115,7 +119,7 @@ def run_explain(args: argparse.Namespace) -> str:
     study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha)
     with parallel_backend(args.scheduler):
         report = study.explain(method=args.method, alpha=alpha, units=args.scale,
-                               budget=args.budget,
+                               budget=args.budget, groups=groups,
                                jobs=-1 if args.scheduler else args.jobs,
                                progress=ProgressBar("explaining patients"))
     write_report(report, args.out)

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from core.attribution import Design, build_design
+from core.attribution.groups import Groups
 from core.conformal import Family, conformal_rank
 from core.decomposition import Decomposition, Units, concatenate, decompose
 from core.errors import CpdecompError
@@ -76,13 +77,15 @@ class PatientGames:
     system: ConformalSystem
     alpha: float
     units: Units
+    players: tuple[str, ...]
+    """Names of the attributions: features, or groups of them."""
 
     def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
                                                        FloatArray]:
         """(decomposition, prediction, lower, upper) for encoded patient rows."""
         v_i = instance_values(self.family, self.evaluator, rows, self.design.coalitions)
         decomposition = decompose(self.design, self.calibration_values, v_i, self.family.scale,
-                                  self.units, self.system.feature_names)
+                                  self.units, self.players)
         lower, upper = self.system.predict_interval(rows, self.alpha)
         return decomposition, self.system.predict(rows), lower, upper
 
@@ -114,17 +117,28 @@ class Explainer:
     def n_players(self) -> int:
         return len(self.system.feature_names)
 
-    def design(self, method: str, budget: int | None = None) -> Design:
-        key = (method, self.n_players, budget, self.seed)
+    def design(self, method: str, budget: int | None = None,
+               groups: Groups | None = None) -> Design:
+        """The method's design over the features, or over groups of them (cached)."""
+        key = (method, self.n_players, budget, self.seed, groups)
         if key not in self._designs:
-            self._designs[key] = build_design(method, self.n_players, budget, self.seed)
+            self._designs[key] = build_design(method, self.n_players, budget, self.seed,
+                                              groups=groups)
         return self._designs[key]
 
-    def calibration_game(self, method: str, budget: int | None = None) -> CalibrationGame:
+    def player_names(self, groups: Groups | None = None) -> tuple[str, ...]:
+        """Feature names, or 'a + b' for a group of features."""
+        names = self.system.feature_names
+        if groups is None:
+            return names
+        return tuple(" + ".join(names[c] for c in group) for group in groups)
+
+    def calibration_game(self, method: str, budget: int | None = None,
+                         groups: Groups | None = None) -> CalibrationGame:
         """The calibration game on the method's design: from memory, disk, or computed once."""
-        key = (method, budget)
+        key = (method, budget, groups)
         if key not in self._games:
-            design = self.design(method, budget)
+            design = self.design(method, budget, groups)
             stored_key = self._stored_key(design)
             stored = None if stored_key is None else self.cache.get(stored_key)
             if stored is not None and stored.shape == (len(design.coalitions),
@@ -148,7 +162,7 @@ class Explainer:
                               design.coalitions, self.evaluator.path)
 
     def patient_games(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
-                      budget: int | None = None) -> PatientGames:
+                      budget: int | None = None, groups: Groups | None = None) -> PatientGames:
         """Everything per-patient work needs, with the calibration game evaluated at alpha."""
         family = self.system.family
         if units == "log" and family.scale != "log":
@@ -157,16 +171,17 @@ class Explainer:
                 f"{family.name} attributions are in width units already"
             )
         conformal_rank(self.system.n_calibration, alpha)  # refuse an impossible alpha first
-        design = self.design(method, budget)
-        v_c = self.calibration_game(method, budget).values(alpha)
-        return PatientGames(family, self.evaluator, design, v_c, self.system, alpha, units)
+        design = self.design(method, budget, groups)
+        v_c = self.calibration_game(method, budget, groups).values(alpha)
+        return PatientGames(family, self.evaluator, design, v_c, self.system, alpha, units,
+                            self.player_names(groups))
 
     def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
                      units: Units = "width", budget: int | None = None, jobs: int = 1,
-                     progress: Progress | None = None,
-                     chunk_size: int = PATIENTS_PER_CHUNK) -> Explanation:
+                     progress: Progress | None = None, chunk_size: int = PATIENTS_PER_CHUNK,
+                     groups: Groups | None = None) -> Explanation:
         """Explain encoded patient rows, chunk by chunk (in parallel when jobs != 1)."""
-        games = self.patient_games(method, alpha, units, budget)
+        games = self.patient_games(method, alpha, units, budget, groups)
         chunks = [rows[start:start + chunk_size] for start in range(0, len(rows), chunk_size)]
         if not chunks:
             raise CpdecompError("there are no patients to explain")
@@ -199,7 +214,7 @@ class Explainer:
 
     def explain(self, patients: pd.DataFrame, method: str = "exact", alpha: float = 0.1,
                 units: Units = "width", budget: int | None = None, jobs: int = 1,
-                progress: Progress | None = None) -> Explanation:
+                progress: Progress | None = None, groups: Groups | None = None) -> Explanation:
         """Explain patients given as a table with the feature columns."""
         return self.explain_rows(self.system.fitted.encode(patients), method, alpha, units,
-                                 budget, jobs=jobs, progress=progress)
+                                 budget, jobs=jobs, progress=progress, groups=groups)

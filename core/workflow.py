@@ -16,6 +16,7 @@ from importlib import metadata
 import numpy as np
 import pandas as pd
 
+from core.attribution.groups import Groups, check_groups
 from core.conformal import conformal_rank
 from core.data import ColumnChoice, choose_columns, split_rows, target_values
 from core.decomposition import Units
@@ -81,22 +82,57 @@ class Study:
 
     def explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
                 budget: int | None = None, rows: Sequence[int] | None = None, jobs: int = 1,
-                progress: Progress | None = None) -> Report:
-        """Explain all patients (or the given positions among them)."""
+                progress: Progress | None = None,
+                groups: Sequence[Sequence[str]] | None = None) -> Report:
+        """Explain all patients (or the given positions among them).
+
+        `groups` lists features that move together as one player (e.g. [["sbp", "dbp"]]);
+        features in no group stay players of their own.
+        """
         positions = np.arange(len(self.patients)) if rows is None else np.asarray(rows, dtype=int)
         table = self.patients.iloc[positions]
+        players = self.player_groups(groups)
         explanation = self.explainer.explain_rows(
             self.patient_rows[positions], method=method, alpha=alpha, units=units, budget=budget,
-            jobs=jobs, progress=progress,
+            jobs=jobs, progress=progress, groups=players,
         )
         targets = None if self.patient_targets is None else self.patient_targets[positions]
         return Report(
             explanation=explanation,
             patient_ids=[self.patient_ids[i] for i in positions],
-            feature_values=table[list(self.columns.features)].reset_index(drop=True),
+            feature_values=self._player_values(table, players),
             targets=targets,
             meta=self._meta(explanation, units),
         )
+
+    def player_groups(self, groups: Sequence[Sequence[str]] | None) -> Groups | None:
+        """Column indices of each player, from groups of feature names; None without groups."""
+        if not groups:
+            return None
+        features = list(self.columns.features)
+        grouped: list[tuple[int, ...]] = []
+        for group in groups:
+            for name in group:
+                if name not in features:
+                    raise CpdecompError(f"feature group member {name!r} is not a feature")
+            grouped.append(tuple(features.index(name) for name in group))
+        taken = {c for group in grouped for c in group}
+        singles = [(c,) for c in range(len(features)) if c not in taken]
+        return check_groups(grouped + singles, len(features))
+
+    def _player_values(self, table: pd.DataFrame, players: Groups | None) -> pd.DataFrame:
+        values = table[list(self.columns.features)].reset_index(drop=True)
+        if players is None:
+            return values
+        names = self.explainer.player_names(players)
+        columns = {}
+        for name, group in zip(names, players, strict=True):
+            if len(group) == 1:
+                columns[name] = values.iloc[:, group[0]]
+            else:
+                parts = values.iloc[:, list(group)].astype(str)
+                columns[name] = parts.agg(" | ".join, axis=1)
+        return pd.DataFrame(columns)
 
     def _meta(self, explanation: Explanation, units: Units) -> dict:
         d = explanation.decomposition
