@@ -8,6 +8,17 @@ import os
 # scikit-learn loads its OpenMP runtime; an explicit setting by the user wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# The tree-table kernels are compiled once and cached beside their source; an installed package
+# on a read-only filesystem (a hospital container) cannot write there, and numba then refuses to
+# compile at all. Point its cache at the temporary directory in that case.
+if "NUMBA_CACHE_DIR" not in os.environ and not os.access(
+    os.path.join(os.path.dirname(__file__), "games"), os.W_OK
+):
+    import tempfile
+
+    os.environ["NUMBA_CACHE_DIR"] = os.path.join(tempfile.gettempdir(),
+                                                 f"cpdecomp-numba-{os.getuid()}")
+
 
 from core.attribution import METHODS, build_design
 from core.conformal import FAMILIES, conformal_rank, get_family, minimum_calibration_size
