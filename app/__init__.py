@@ -1,0 +1,1 @@
+"""cpdecomp's Streamlit dashboard: `streamlit run app/main.py` (see README, "The dashboard")."""

@@ -1,0 +1,128 @@
+"""One patient's case: the table, figures and facts the Patient page and the HTML summary share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from app import charts, export, summaries
+from app.reviews import ReviewEvent
+from app.state import Results, units_label
+from core import FAMILIES, MODELS
+from core.attribution import METHOD_LABELS
+
+
+def disagreements(results: Results, position: int) -> np.ndarray:
+    """Features whose calibration-driven and instance-driven parts have opposite signs."""
+    d = results.report.explanation.decomposition
+    scale = summaries.attribution_scale(d)[position:position + 1]
+    return summaries.opposite(summaries.signs(d.calibration[position:position + 1], scale),
+                              summaries.signs(d.instance[position:position + 1], scale))[0]
+
+
+def display_value(value: object) -> str:
+    """A feature value as text: numbers to 6 significant digits, missing as empty."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return ""
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, int | float | np.integer | np.floating):
+        return f"{float(value):.6g}"
+    return str(value)
+
+
+def patient_table(results: Results, position: int) -> pd.DataFrame:
+    """Per feature: the patient's value and the three attributions."""
+    report = results.report
+    d = report.explanation.decomposition
+    flags = disagreements(results, position)
+    values = report.feature_values.iloc[position]
+    return pd.DataFrame({
+        "feature": list(d.features),
+        # As text: a column mixing numbers and category names cannot go to Arrow, and
+        # Streamlit's fallback logs the offending cell value.
+        "value": [display_value(values[f]) for f in d.features],
+        "calibration-driven": d.calibration[position],
+        "instance-driven": d.instance[position],
+        "total": d.total[position],
+        "signs differ": ["yes" if f else "" for f in flags],
+    })
+
+
+def bars_figure(results: Results, position: int) -> go.Figure:
+    d = results.report.explanation.decomposition
+    return charts.side_by_side_bars(
+        d.features, d.calibration[position], d.instance[position], d.total[position],
+        units=units_label(results), disagree=disagreements(results, position),
+    )
+
+
+def waterfall_figure(results: Results, position: int) -> go.Figure:
+    """Steps from the featureless width to the patient's (log widths in log units)."""
+    e = results.report.explanation
+    d = e.decomposition
+    if results.units == "log":
+        start, end = d.empty_value, float(d.full_value[position])
+        labels = ("featureless log width", "this patient's log width")
+    else:
+        start, end = e.base_width, float(e.width[position])
+        labels = ("featureless width", "this patient's width")
+    return charts.width_waterfall(d.features, d.total[position], start, end,
+                                  units=units_label(results), start_label=labels[0],
+                                  end_label=labels[1])
+
+
+def configuration_facts(results: Results) -> dict[str, str]:
+    """What the numbers depend on, for captions and the HTML summary."""
+    config = results.config
+    e = results.report.explanation
+    options = config.options
+    method = METHOD_LABELS.get(config.method, config.method)
+    if e.budget is not None and config.method != "exact":
+        method += f", budget {e.budget}"
+    return {
+        "dataset": config.dataset_name,
+        "target": options.target,
+        "model": MODELS[options.model].label if options.model in MODELS else options.model,
+        "conformal family": f"{options.family} ({FAMILIES[options.family].label})",
+        "α (miscoverage)": f"{e.alpha:g} (confidence {1 - e.alpha:.0%})",
+        "calibration rows": str(e.n_calibration),
+        "background rows": str(e.background_size),
+        "attribution method": method,
+        "seed": str(options.seed),
+        "units": units_label(results),
+    }
+
+
+def case_html(results: Results, position: int, reviews: Sequence[ReviewEvent]) -> str:
+    """A standalone HTML summary of one patient's case."""
+    report = results.report
+    e = report.explanation
+    patient = str(report.patient_ids[position])
+    facts = {
+        "patient": patient,
+        "prediction": f"{e.prediction[position]:.4g}",
+        "interval": f"[{e.lower[position]:.4g}, {e.upper[position]:.4g}]",
+        "width": f"{e.width[position]:.4g} (featureless width {e.base_width:.4g})",
+        "width percentile in the cohort":
+            f"{summaries.percentile_ranks(e.width)[position]:.0f}",
+    }
+    if report.targets is not None and not np.isnan(report.targets[position]):
+        facts["observed target"] = f"{report.targets[position]:.4g}"
+    facts.update(configuration_facts(results))
+    notes = [
+        "Calibration-driven: set by the calibration set through the conformal quantile. "
+        "Instance-driven: set by this patient's own values. Total = calibration + instance. "
+        f"Features marked {charts.DISAGREE_MARK} have parts of opposite signs.",
+    ]
+    return export.case_summary_html(
+        title=f"cpdecomp case summary: patient {patient}", facts=facts,
+        figures=[bars_figure(results, position), waterfall_figure(results, position)],
+        table=patient_table(results, position),
+        reviews=[{"created_at": r.created_at, "status": r.status, "note": r.note,
+                  "reviewer": r.reviewer} for r in reviews],
+        notes=notes,
+    )

@@ -1,0 +1,238 @@
+"""Plotly figures for the dashboard: pure functions of arrays, no Streamlit.
+
+The calibration-driven and instance-driven views must be told apart without colour alone, so
+each view has its own labelled panel, its own fill pattern (hatching for calibration, dots for
+instance, solid for total) and a colour from the Okabe-Ito palette, which stays distinct under
+the common colour-vision deficiencies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+VIEWS = ("calibration", "instance", "total")
+TITLES = {
+    "calibration": "Calibration-driven",
+    "instance": "Instance-driven",
+    "total": "Total (= calibration + instance)",
+}
+COLOURS = {"calibration": "#0072B2", "instance": "#E69F00", "total": "#555555"}
+PATTERNS = {"calibration": "/", "instance": ".", "total": ""}
+WIDENS, NARROWS = "#D55E00", "#0072B2"
+DISAGREE_MARK = "⇄"
+"""Appended to a feature's label when its calibration and instance parts have opposite signs."""
+
+FONT = {"size": 13}
+ROW_HEIGHT = 30
+
+
+def format_value(value: float) -> str:
+    """A signed number with as many digits as its size warrants."""
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        return f"{value:+,.0f}"
+    if magnitude >= 10:
+        return f"{value:+.1f}"
+    if magnitude >= 0.01 or magnitude == 0:
+        return f"{value:+.3f}"
+    return f"{value:+.2e}"
+
+
+GRID = "#E5E5E5"
+
+
+def _axis(**extra: object) -> dict:
+    """Axis styling, written out rather than taken from a template: applying a named template
+    deep-copies it, which made a patient switch several times slower."""
+    return {"gridcolor": GRID, "linecolor": "#888888", "zerolinecolor": "#222222",
+            "automargin": True, **extra}
+
+
+def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
+    fig.update_layout(
+        template="none", font={**FONT, "color": "#222222"}, height=height, showlegend=False,
+        plot_bgcolor="white", paper_bgcolor="white",
+        margin={"l": 10, "r": 30, "t": 70 if title else 50, "b": 50},
+        title={"text": title, "x": 0, "xanchor": "left"} if title else None,
+        xaxis=_axis(), yaxis=_axis(ticklabelstandoff=6, autorange="reversed"),
+    )
+    return fig
+
+
+def _pattern(view: str) -> dict:
+    shape = PATTERNS[view]
+    if not shape:
+        return {"shape": ""}
+    return {"shape": shape, "fgcolor": "white", "fillmode": "overlay", "size": 7, "solidity": 0.35}
+
+
+def feature_order(*parts: np.ndarray) -> np.ndarray:
+    """Feature indices by the largest magnitude any view gives them, largest first.
+
+    Not by the total: a feature whose two parts cancel has a small total and is exactly the
+    one the side-by-side view is there to show.
+    """
+    stacked = np.abs(np.vstack([np.asarray(p, dtype=float) for p in parts]))
+    return np.argsort(-stacked.max(axis=0), kind="stable")
+
+
+def _padded_limit(values: np.ndarray, share: float = 0.4) -> float:
+    biggest = float(np.max(np.abs(values))) if values.size else 0.0
+    return biggest * (1 + share) if biggest > 0 else 1.0
+
+
+def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance: np.ndarray,
+                      total: np.ndarray, *, units: str, disagree: np.ndarray | None = None,
+                      title: str | None = None) -> go.Figure:
+    """Three labelled panels sharing the feature axis and one value scale."""
+    calibration, instance, total = (np.asarray(v, dtype=float) for v in
+                                    (calibration, instance, total))
+    disagree = np.zeros(len(features), bool) if disagree is None else np.asarray(disagree, bool)
+    order = feature_order(calibration, instance, total)
+    labels = [f"{features[j]} {DISAGREE_MARK}" if disagree[j] else str(features[j]) for j in order]
+    limit = _padded_limit(np.concatenate([calibration, instance, total]))
+    # Three x axes side by side over one y axis (what make_subplots builds, at a fraction of
+    # its cost): the panels share the features and one value scale.
+    domains = ((0.0, 0.3), (0.35, 0.65), (0.7, 1.0))
+    traces, axes, titles = [], {}, []
+    for column, (view, values, domain) in enumerate(
+            zip(VIEWS, (calibration, instance, total), domains, strict=True), start=1):
+        suffix = "" if column == 1 else str(column)
+        outline = [2.5 if disagree[j] and view != "total" else 0.5 for j in order]
+        traces.append(go.Bar(
+            x=values[order], y=labels, orientation="h", name=TITLES[view],
+            xaxis=f"x{suffix}", yaxis="y",
+            marker={"color": COLOURS[view], "pattern": _pattern(view),
+                    "line": {"color": "#111111", "width": outline}},
+            text=[format_value(v) for v in values[order]], textposition="outside",
+            cliponaxis=False, textfont={"size": 12},
+            hovertemplate="%{y}: %{x:.4g}<extra>" + TITLES[view] + "</extra>",
+        ))
+        axes[f"xaxis{suffix}"] = _axis(domain=domain, anchor="y", range=[-limit, limit],
+                                       zeroline=True, zerolinewidth=1.5,
+                                       title={"text": units})
+        titles.append({"text": TITLES[view], "x": sum(domain) / 2, "y": 1.0, "xref": "paper",
+                       "yref": "paper", "xanchor": "center", "yanchor": "bottom",
+                       "showarrow": False, "font": {"size": 15}})
+    fig = _layout(go.Figure(traces), 120 + ROW_HEIGHT * len(features), title)
+    fig.update_layout(**axes, annotations=titles)
+    return fig
+
+
+def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, end: float, *,
+                    units: str, start_label: str = "featureless width",
+                    end_label: str = "this patient") -> go.Figure:
+    """From the featureless width to the patient's, one step per feature (largest first).
+
+    A step for what the attributions leave unexplained appears only for a method that is not
+    efficient; exact and permutation Shapley are, so the steps end exactly at `end`.
+    """
+    total = np.asarray(total, dtype=float)
+    order = np.argsort(-np.abs(total), kind="stable")
+    labels = [start_label] + [str(features[j]) for j in order]
+    steps = [float(start)] + [float(total[j]) for j in order]
+    gap = float(end) - float(start) - float(total.sum())
+    if abs(gap) > 1e-9 * max(abs(float(end)), 1.0):
+        labels.append("not attributed")
+        steps.append(gap)
+    labels.append(end_label)
+    measure = ["absolute"] + ["relative"] * (len(steps) - 1) + ["total"]
+    path = float(start) + np.concatenate([[0.0], np.cumsum(steps[1:])])
+    low, high = float(min(path.min(), end)), float(max(path.max(), end))
+    pad = 0.25 * (high - low) if high > low else max(abs(high), 1.0) * 0.1
+    text = ([f"{start:.4g}"] + [format_value(s) for s in steps[1:]] + [f"{end:.4g}"])
+    fig = go.Figure(go.Waterfall(
+        orientation="h", y=labels, x=[*steps, 0.0], measure=measure, text=text,
+        textposition="outside", cliponaxis=False,
+        increasing={"marker": {"color": WIDENS}}, decreasing={"marker": {"color": NARROWS}},
+        totals={"marker": {"color": "#555555"}},
+        connector={"line": {"color": "#999999", "dash": "dot"}},
+        hovertemplate="%{y}: %{x:.4g}<extra></extra>",
+    ))
+    _layout(fig, 140 + ROW_HEIGHT * len(labels),
+            "Width waterfall: widening steps (+) and narrowing steps (−)")
+    fig.update_xaxes(range=[low - pad, high + pad], title_text=units)
+    return fig
+
+
+def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float | None = None,
+                    marked: float | None = None) -> go.Figure:
+    """Distribution of interval widths, with the featureless width and the flag threshold."""
+    fig = go.Figure(go.Histogram(x=np.asarray(widths, dtype=float), nbinsx=30,
+                                 marker={"color": "#999999", "line": {"color": "#333333",
+                                                                      "width": 1}},
+                                 hovertemplate="width %{x}: %{y} patients<extra></extra>"))
+    lines = [(base_width, "featureless width", "dash")]
+    if threshold is not None:
+        lines.append((threshold, "flag threshold", "dot"))
+    if marked is not None:
+        lines.append((marked, "this patient", "solid"))
+    for position, label, dash in lines:
+        fig.add_vline(x=position, line={"dash": dash, "color": "#111111", "width": 2},
+                      annotation_text=label, annotation_position="top")
+    _layout(fig, 340, "Interval widths")
+    fig.update_xaxes(title_text="interval width")
+    fig.update_yaxes(title_text="patients", autorange=True)
+    return fig
+
+
+def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, *,
+                view: str, units: str, title: str) -> go.Figure:
+    """One attribution vector as labelled horizontal bars in the view's colour and pattern."""
+    values = np.asarray(values, dtype=float)
+    fig = go.Figure(go.Bar(
+        x=values[order], y=[str(features[j]) for j in order], orientation="h",
+        marker={"color": COLOURS[view], "pattern": _pattern(view),
+                "line": {"color": "#111111", "width": 0.5}},
+        text=[format_value(v) for v in values[order]], textposition="outside", cliponaxis=False,
+        hovertemplate="%{y}: %{x:.4g}<extra></extra>",
+    ))
+    limit = _padded_limit(values)
+    _layout(fig, 140 + ROW_HEIGHT * len(features), title)
+    fig.update_xaxes(range=[-limit, limit], zeroline=True, zerolinewidth=1.5, title_text=units)
+    return fig
+
+
+def instance_distribution(features: Sequence[str], instance: np.ndarray, order: np.ndarray, *,
+                          units: str) -> go.Figure:
+    """Instance-driven attributions across patients: one box per feature."""
+    instance = np.asarray(instance, dtype=float)
+    fig = go.Figure()
+    for j in order:
+        fig.add_trace(go.Box(
+            x=instance[:, j], name=str(features[j]), orientation="h", boxpoints="outliers",
+            marker={"color": COLOURS["instance"], "size": 4},
+            line={"color": "#8a5a00"}, fillcolor="rgba(230,159,0,0.35)",
+        ))
+    _layout(fig, 140 + ROW_HEIGHT * len(features), "Instance-driven attributions across patients")
+    fig.update_xaxes(zeroline=True, zerolinewidth=1.5, title_text=units)
+    return fig
+
+
+def sign_disagreement_bars(features: Sequence[str], calibration_vs_instance: np.ndarray,
+                           total_vs_instance: np.ndarray) -> go.Figure:
+    """Share of patients whose views have opposite signs, per feature, in percent."""
+    names = [str(f) for f in features]
+    fig = go.Figure()
+    series = (
+        ("calibration vs instance", calibration_vs_instance, COLOURS["calibration"], "/"),
+        ("total vs instance", total_vs_instance, COLOURS["total"], "x"),
+    )
+    for label, shares, colour, shape in series:
+        percent = 100 * np.asarray(shares, dtype=float)
+        fig.add_trace(go.Bar(
+            x=percent, y=names, orientation="h", name=label,
+            marker={"color": colour, "pattern": {"shape": shape, "fgcolor": "white",
+                                                 "fillmode": "overlay", "solidity": 0.35}},
+            text=[f"{p:.0f}%" for p in percent], textposition="outside", cliponaxis=False,
+            hovertemplate="%{y}: %{x:.1f}% of patients<extra>" + label + "</extra>",
+        ))
+    _layout(fig, 160 + 44 * len(names), "How often the views disagree in sign")
+    fig.update_xaxes(range=[0, 115], title_text="% of patients with opposite signs")
+    fig.update_layout(barmode="group", showlegend=True,
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0})
+    fig.update_layout(margin={"t": 90})
+    return fig

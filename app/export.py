@@ -1,0 +1,95 @@
+"""Files for people to take away: the review queue as CSV, and one case as a standalone HTML page.
+
+The CSV is opened in spreadsheets, which run a cell that starts with '=', '+', '-', '@', a tab
+or a carriage return as a formula (CSV injection); feature names, patient ids and notes come
+from users, so every text cell and header is neutralised with a leading apostrophe. Numbers stay
+numbers. The HTML page inlines plotly's JavaScript and escapes every text, so it opens offline
+and shows uploaded text as text.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+import pandas as pd
+import plotly.graph_objects as go
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "−", "＝", "＋", "－", "＠")
+"""Starts that make a spreadsheet read a cell as a formula (and their full-width lookalikes)."""
+
+
+def neutralise(value: object) -> object:
+    """Text that a spreadsheet would run as a formula, prefixed with an apostrophe."""
+    if isinstance(value, str) and value.lstrip(" ").startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def safe_csv(frame: pd.DataFrame) -> bytes:
+    """CSV bytes (UTF-8 with a byte-order mark, for spreadsheets) with text cells neutralised."""
+    safe = frame.copy()
+    safe.columns = [neutralise(str(c)) for c in safe.columns]
+    for column in safe.columns:
+        if not (pd.api.types.is_numeric_dtype(safe[column])
+                or pd.api.types.is_bool_dtype(safe[column])):
+            safe[column] = safe[column].map(neutralise).astype(object)
+    return safe.to_csv(index=False).encode("utf-8-sig")
+
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
+       max-width: 1100px; color: #222; line-height: 1.4; }
+table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.meta td { text-align: left; }
+.note { white-space: pre-wrap; }
+"""
+
+
+def _key_values(rows: Mapping[str, object]) -> str:
+    cells = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+        for k, v in rows.items()
+    )
+    return f'<table class="meta">{cells}</table>'
+
+
+def case_summary_html(*, title: str, facts: Mapping[str, object],
+                      figures: Sequence[go.Figure], table: pd.DataFrame,
+                      reviews: Sequence[Mapping[str, object]], notes: Sequence[str] = ()) -> str:
+    """A self-contained page: facts, figures (plotly JS inlined once), a table, the reviews."""
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        _key_values(facts),
+    ]
+    parts += [f"<p>{html.escape(note)}</p>" for note in notes]
+    for index, figure in enumerate(figures):
+        # The first figure carries plotly.js; the others reuse it. No CDN: the page must open
+        # on a machine without network.
+        parts.append(figure.to_html(full_html=False, include_plotlyjs=index == 0,
+                                    config={"displaylogo": False, "responsive": True}))
+    parts.append("<h2>Feature values and attributions</h2>")
+    parts.append(table.to_html(index=False, escape=True, float_format=lambda v: f"{v:.6g}",
+                               na_rep=""))
+    parts.append("<h2>Review history</h2>")
+    if reviews:
+        items = "".join(
+            "<li>" + html.escape(f"{r['created_at']} — {r['status']}"
+                                 + (f" by {r['reviewer']}" if r.get("reviewer") else ""))
+            + (f': <span class="note">{html.escape(str(r["note"]))}</span>' if r.get("note")
+               else "")
+            + "</li>"
+            for r in reviews
+        )
+        parts.append(f"<ul>{items}</ul>")
+    else:
+        parts.append("<p>Not reviewed yet.</p>")
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    parts.append(f"<p><small>Written by cpdecomp at {html.escape(stamp)}.</small></p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

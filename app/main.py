@@ -1,0 +1,59 @@
+"""cpdecomp dashboard: `streamlit run app/main.py`.
+
+Pages read top to bottom (Data -> Setup -> Cohort -> Patient -> Review queue); the logic they
+share lives in plain modules beside this file.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+
+import streamlit as st
+
+from app import state
+from core.errors import CpdecompError
+
+logger = logging.getLogger("cpdecomp.app")
+
+st.set_page_config(page_title="cpdecomp: why is this interval wide?", page_icon="📏",
+                   layout="wide")
+
+state.init_session()
+state.keep_widget_state()
+
+PAGES = [
+    st.Page("views/data.py", title="Data", icon=":material/table:", default=True),
+    st.Page("views/setup.py", title="Setup", icon=":material/tune:"),
+    st.Page("views/cohort.py", title="Cohort", icon=":material/groups:"),
+    st.Page("views/patient.py", title="Patient", icon=":material/person:"),
+    st.Page("views/queue.py", title="Review queue", icon=":material/checklist:"),
+]
+page = st.navigation(PAGES)
+
+with st.sidebar:
+    st.markdown("**cpdecomp** · why is this conformal interval wide?")
+    dataset = state.current_dataset()
+    if dataset is not None:
+        st.caption(f"Data: {dataset.name}")
+    run = st.session_state.get("last_run")
+    if run is not None:
+        st.caption(
+            f"Last run: {run.options.model}, {run.options.family}, α = {run.alpha:g}, "
+            f"{run.method} on {run.dataset_name}"
+        )
+    else:
+        st.caption("No results yet: choose data, then press Run on Setup.")
+
+try:
+    page.run()
+except CpdecompError as error:  # bad input that reached a page: say what is wrong
+    st.error(str(error))
+except Exception as error:  # a bug: keep the app usable and the log free of patient data
+    # Exception messages (ours, pandas', scikit-learn's) can quote uploaded cell values, so the
+    # log gets the type and the code path only. Streamlit's stop and rerun signals are
+    # BaseExceptions and pass through.
+    logger.error("page %s failed with %s\n%s", page.title, type(error).__name__,
+                 "".join(traceback.format_tb(error.__traceback__)))
+    st.error(f"Unexpected error ({type(error).__name__}); the previous results are kept. "
+             "Please report it.")

@@ -1,0 +1,211 @@
+"""Reading a report for people: coverage, sign disagreements, drivers and the review queue.
+
+Everything here rearranges or counts numbers that core computed; no attribution is computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from app.reviews import ReviewEvent
+from core import Decomposition, Report
+
+ZERO_SHARE = 1e-9
+"""An attribution smaller than this fraction of the patient's largest one has no sign."""
+
+TOTAL_TOP = 3
+"""A driver that is not among the total view's top three widening features is hidden by it."""
+
+FlagRule = Literal["percentile", "absolute"]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Held-out rows whose observed target falls inside their interval."""
+
+    covered: int
+    n: int
+    target: float
+
+    @property
+    def rate(self) -> float:
+        return self.covered / self.n if self.n else float("nan")
+
+
+def coverage(report: Report) -> Coverage:
+    """Empirical coverage on the explained rows that have an observed target."""
+    e = report.explanation
+    target = 1.0 - e.alpha
+    if report.targets is None:
+        return Coverage(0, 0, target)
+    y = np.asarray(report.targets, dtype=float)
+    known = ~np.isnan(y)
+    inside = (y[known] >= e.lower[known]) & (y[known] <= e.upper[known])
+    return Coverage(int(inside.sum()), int(known.sum()), target)
+
+
+def signs(values: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """-1, 0 or +1 per entry of (patients, features); entries within rounding of zero
+    (ZERO_SHARE of the patient's `scale`) count as 0, so float noise is not a sign."""
+    tolerance = ZERO_SHARE * np.asarray(scale, dtype=float)[:, None]
+    return np.where(np.abs(values) <= tolerance, 0, np.sign(values)).astype(int)
+
+
+def attribution_scale(decomposition: Decomposition) -> np.ndarray:
+    """Per patient, the largest magnitude among the three views (in their units)."""
+    d = decomposition
+    return np.max(np.abs(np.stack([d.calibration, d.instance, d.total])), axis=(0, 2))
+
+
+def opposite(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """True where both signs are non-zero and differ."""
+    return (a * b) < 0
+
+
+def sign_disagreement(report: Report) -> pd.DataFrame:
+    """Per feature: the share of patients whose views have opposite signs."""
+    e = report.explanation
+    d = e.decomposition
+    scale = attribution_scale(d)
+    s_c, s_i, s_t = (signs(v, scale) for v in (d.calibration, d.instance, d.total))
+    n = max(len(e.width), 1)
+    return pd.DataFrame({
+        "feature": list(d.features),
+        "calibration_vs_instance": opposite(s_c, s_i).sum(axis=0) / n,
+        "total_vs_instance": opposite(s_t, s_i).sum(axis=0) / n,
+    })
+
+
+def percentile_ranks(widths: np.ndarray) -> np.ndarray:
+    """Each width's percentile among all widths (share of patients with a width at most it)."""
+    widths = np.asarray(widths, dtype=float)
+    if widths.size == 0:
+        return widths
+    ordered = np.sort(widths)
+    return 100.0 * np.searchsorted(ordered, widths, side="right") / widths.size
+
+
+def flag_threshold(widths: np.ndarray, rule: FlagRule, value: float) -> float:
+    """The width above which a patient is flagged: a percentile of the widths, or `value`."""
+    if rule == "percentile":
+        return float(np.percentile(np.asarray(widths, dtype=float), value))
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Driver:
+    """The feature that widens a patient's interval most in one view, and what the total shows."""
+
+    view: Literal["instance", "calibration"]
+    feature: str | None
+    value: float
+    total: float
+    effect: Literal["shows", "hides", "flips", "none"]
+
+    def describe(self) -> str:
+        """One line for the queue: what the total view does to this driver."""
+        if self.feature is None:
+            return ""
+        if self.effect == "flips":
+            return f"total flips {self.feature} ({self.view}): shown as narrowing"
+        if self.effect == "hides":
+            return f"total hides {self.feature} ({self.view}): not in its top {TOTAL_TOP}"
+        return ""
+
+
+def top_driver(view: Literal["instance", "calibration"], features: tuple[str, ...],
+               part: np.ndarray, total: np.ndarray) -> Driver:
+    """The largest positive attribution of `part`, and whether `total` shows it.
+
+    The total view flips the driver when it gives the feature a negative total (it reads as
+    reassuring), and hides it when the total is not negative but the feature is not among the
+    total view's top widening features.
+    """
+    if part.size == 0 or not np.any(part > 0):
+        return Driver(view, None, 0.0, 0.0, "none")
+    j = int(np.argmax(part))
+    total_j = float(total[j])
+    widening = [k for k in np.argsort(-total, kind="stable") if total[k] > 0][:TOTAL_TOP]
+    if total_j < 0:
+        effect = "flips"
+    elif j not in widening:
+        effect = "hides"
+    else:
+        effect = "shows"
+    return Driver(view, features[j], float(part[j]), total_j, effect)  # type: ignore[arg-type]
+
+
+def patient_drivers(report: Report, position: int) -> tuple[Driver, Driver]:
+    """The top instance-driven and calibration-driven drivers of one patient."""
+    d = report.explanation.decomposition
+    total = d.total[position]
+    return (
+        top_driver("instance", d.features, d.instance[position], total),
+        top_driver("calibration", d.features, d.calibration[position], total),
+    )
+
+
+def queue_frame(report: Report, positions: np.ndarray,
+                latest_reviews: Mapping[str, ReviewEvent]) -> pd.DataFrame:
+    """One row per flagged patient: interval, drivers, total-view warning, review state.
+
+    latest_reviews maps a patient id (as text) to its latest review event.
+    """
+    e = report.explanation
+    ranks = percentile_ranks(e.width)
+    rows = []
+    for i in positions:
+        i = int(i)
+        instance, calibration = patient_drivers(report, i)
+        warnings = [w for w in (instance.describe(), calibration.describe()) if w]
+        patient = str(report.patient_ids[i])
+        review = latest_reviews.get(patient)
+        rows.append({
+            "position": i,
+            "patient_id": patient,
+            "width": float(e.width[i]),
+            "width_percentile": float(ranks[i]),
+            "prediction": float(e.prediction[i]),
+            "lower": float(e.lower[i]),
+            "upper": float(e.upper[i]),
+            "top_instance_driver": instance.feature or "",
+            "instance_part": instance.value,
+            "top_calibration_driver": calibration.feature or "",
+            "calibration_part": calibration.value,
+            "total_view": "; ".join(warnings) if warnings else "agrees",
+            "reviewed": review is not None and review.status == "reviewed",
+            "note": review.note if review else "",
+            "reviewer": review.reviewer if review else "",
+            "reviewed_at": review.created_at if review else "",
+        })
+    columns = ["position", "patient_id", "width", "width_percentile", "prediction", "lower",
+               "upper", "top_instance_driver", "instance_part", "top_calibration_driver",
+               "calibration_part", "total_view", "reviewed", "note", "reviewer", "reviewed_at"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+SORTS: dict[str, tuple[str, bool]] = {
+    "widest first": ("width", False),
+    "narrowest first": ("width", True),
+    "patient id": ("patient_id", True),
+    "not reviewed first": ("reviewed", True),
+    "total view warnings first": ("total_view", True),
+}
+"""Queue orders offered in the menu: column and ascending."""
+
+
+def sort_queue(frame: pd.DataFrame, order: str) -> pd.DataFrame:
+    """The queue in one of the SORTS orders, ties broken by width (widest first)."""
+    column, ascending = SORTS[order]
+    if column == "total_view":
+        key = frame["total_view"].eq("agrees")
+        return frame.assign(_key=key).sort_values(
+            ["_key", "width"], ascending=[True, False], kind="stable").drop(columns="_key")
+    if column == "width":
+        return frame.sort_values("width", ascending=ascending, kind="stable")
+    return frame.sort_values([column, "width"], ascending=[ascending, False], kind="stable")

@@ -1,0 +1,119 @@
+"""Data: pick the bundled sample or upload tables, preview them, and choose the columns' roles."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from app import sources, state
+from core import choose_columns, target_values
+from core.errors import CpdecompError
+from sample_data import SAMPLES
+
+st.title("Data")
+st.caption("Start from the bundled sample, or bring a table of patients (CSV or Parquet). "
+           "A file that cannot be used is refused with the reason; the data already loaded "
+           "stays until a file is read.")
+
+source = st.radio("Source", list(state.SOURCES), key="data_source",
+                  format_func=state.SOURCES.__getitem__, horizontal=True)
+
+
+def refuse(origin: tuple[str, str], message: str) -> None:
+    """Remember a refused file so reruns show the reason without parsing it again."""
+    st.session_state["refused"] = (origin, message)
+
+
+def try_load(origin: tuple[str, str], load: Callable[[], sources.Dataset]) -> None:
+    """Load a dataset unless it is the current one or was already refused."""
+    if st.session_state.get("dataset_origin") == origin:
+        return
+    refused = st.session_state.get("refused")
+    if refused and refused[0] == origin:
+        st.error(refused[1])
+        return
+    try:
+        dataset = load()
+    except CpdecompError as error:
+        refuse(origin, str(error))
+        st.error(str(error))
+        return
+    state.set_dataset(dataset, origin)
+
+
+if source == "sample":
+    name = st.selectbox("Sample", list(SAMPLES), key="sample")
+    try_load(("sample", name), lambda: sources.load_sample(name))
+elif source == "upload":
+    upload = st.file_uploader("Patients table (CSV or Parquet)", type=sources.UPLOAD_TYPES,
+                              key="upload")
+    if upload is not None:
+        content = upload.getvalue()
+        try_load(("upload", sources.content_digest([content])),
+                 lambda: sources.single_upload(upload.name, content))
+    else:
+        st.info("Upload a table with one row per patient: a numeric target column and feature "
+                "columns. Rows are split into training, calibration and patients to explain.")
+else:
+    columns = st.columns(3)
+    files = []
+    for column, role in zip(columns, sources.ROLES, strict=True):
+        with column:
+            files.append(st.file_uploader(f"{role.capitalize()} file", key=f"upload_{role}",
+                                          type=sources.UPLOAD_TYPES))
+    if all(f is not None for f in files):
+        contents = [(f.name, f.getvalue()) for f in files]
+        try_load(("separate", sources.content_digest([c for _, c in contents])),
+                 lambda: sources.separate_uploads(contents))
+    else:
+        st.info("Give all three files: training rows fit the models, calibration rows set the "
+                "conformal quantile, and every patients row is explained.")
+
+dataset = state.current_dataset()
+if dataset is None:
+    st.stop()
+
+st.subheader(f"Current data: {dataset.name}")
+if dataset.description:
+    st.caption(dataset.description)
+if dataset.separate:
+    tabs = st.tabs(["training", "calibration", "patients"])
+    for tab, table in zip(tabs, (dataset.train, dataset.calibration, dataset.patients),
+                          strict=True):
+        with tab:
+            st.caption(f"{table.shape[0]} rows × {table.shape[1]} columns; first rows:")
+            st.dataframe(sources.preview(table), hide_index=True)
+else:
+    table = dataset.patients
+    st.caption(f"{table.shape[0]} rows × {table.shape[1]} columns; first rows:")
+    st.dataframe(sources.preview(table), hide_index=True)
+
+st.subheader("Columns")
+columns = dataset.columns
+state.ensure_choice("target_column", columns, dataset.default_target)
+target = st.selectbox("Target (the outcome the model predicts)", columns, key="target_column")
+id_options = [state.NO_ID] + [c for c in dataset.id_choices if c != target]
+state.ensure_choice("id_column", id_options, dataset.default_id or state.NO_ID)
+st.selectbox("Patient id column", id_options, key="id_column",
+             help="Names the patients in the views, the queue and the reviews.")
+st.checkbox("Use every other column as a feature", key="all_features")
+if not st.session_state["all_features"]:
+    id_column = st.session_state["id_column"]
+    feature_options = [c for c in columns if c not in (target, id_column)]
+    st.session_state["features"] = [f for f in st.session_state.get("features", [])
+                                    if f in feature_options]
+    st.multiselect("Features", feature_options, key="features")
+
+target, id_column, features = state.chosen_columns()
+try:
+    source_table = dataset.train if dataset.train is not None else dataset.patients
+    choice = choose_columns(source_table, target, id_column, features)
+    target_values(source_table, target)
+except CpdecompError as error:
+    st.error(str(error))
+else:
+    st.success(f"Target {choice.target!r}, {len(choice.features)} features, patients named by "
+               f"{choice.id_column or 'row number'}.")
+    st.page_link("views/setup.py", label="Next: set up the model and run",
+                 icon=":material/arrow_forward:")

@@ -1,0 +1,103 @@
+"""Patient: the interval, and the calibration-driven, instance-driven and total bars side by side.
+
+Every patient was explained by the run, so switching patient only indexes into the report.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from app import cases, charts, state, summaries, widgets
+from core.errors import CpdecompError
+
+st.title("Patient")
+results = widgets.require_results()
+report = results.report
+e = report.explanation
+n = len(report.patient_ids)
+ranks = summaries.percentile_ranks(e.width)
+positions = list(range(n))
+state.ensure_choice("patient", positions, 0)
+
+
+def step(offset: int) -> None:
+    st.session_state["patient"] = (int(st.session_state["patient"]) + offset) % n
+
+
+pick, back, forward = st.columns([6, 1, 1], vertical_alignment="bottom")
+position = pick.selectbox(
+    "Patient", positions, key="patient",
+    format_func=lambda i: f"{report.patient_ids[i]} · width {e.width[i]:.4g} "
+                          f"(percentile {ranks[i]:.0f})",
+)
+back.button("Previous", key="patient_previous", on_click=step, args=(-1,),
+            icon=":material/arrow_back:")
+forward.button("Next", key="patient_next", on_click=step, args=(1,),
+               icon=":material/arrow_forward:")
+
+patient = str(report.patient_ids[position])
+cols = st.columns([1, 1.8, 1.4, 1])  # the interval needs room for two numbers
+cols[0].metric("Prediction", f"{e.prediction[position]:.4g}")
+cols[1].metric(f"Interval ({1 - e.alpha:.0%})",
+               f"[{e.lower[position]:.4g}, {e.upper[position]:.4g}]")
+cols[2].metric("Width", f"{e.width[position]:.4g}",
+               delta=f"{e.width[position] - e.base_width:+.4g} vs featureless {e.base_width:.4g}",
+               delta_color="inverse")
+if report.targets is not None and not np.isnan(report.targets[position]):
+    y = float(report.targets[position])
+    inside = e.lower[position] <= y <= e.upper[position]
+    cols[3].metric("Observed", f"{y:.4g}", delta="inside the interval" if inside else "outside",
+                   delta_color="off", delta_arrow="off")
+else:
+    cols[3].metric("Observed", "unknown")
+
+st.subheader(f"Why is patient {patient}'s interval this wide?")
+widgets.chart(cases.bars_figure(results, position))
+flags = cases.disagreements(results, position)
+d = e.decomposition
+if flags.any():
+    names = ", ".join(f for f, flag in zip(d.features, flags, strict=True) if flag)
+    st.caption(f"{charts.DISAGREE_MARK} and a heavy outline mark features whose calibration-"
+               f"driven and instance-driven parts have opposite signs: {names}. The total "
+               "shows only their sum.")
+else:
+    st.caption("No feature's calibration-driven and instance-driven parts have opposite signs "
+               "for this patient.")
+st.caption("Calibration-driven bars (hatched) come from the calibration set through the "
+           "conformal quantile; instance-driven bars (dotted) from this patient's own values. "
+           "Positive widens the interval, negative narrows it.")
+
+widgets.chart(cases.waterfall_figure(results, position))
+if not d.efficient:
+    st.caption("This attribution method is not efficient: the attributions do not add up to "
+               "the width's change, and the waterfall shows the rest as 'not attributed'. "
+               "Calibration + instance = total still holds exactly.")
+
+st.subheader("Feature values")
+st.dataframe(cases.patient_table(results, position), hide_index=True,
+             column_config={c: st.column_config.NumberColumn(format="%.4g") for c in
+                            ("calibration-driven", "instance-driven", "total")})
+
+st.subheader("Review")
+try:
+    store = state.review_store()
+    history = store.history(results.dataset_key, patient)
+except CpdecompError as error:
+    st.error(str(error))
+    history = []
+if history:
+    last = history[-1]
+    # st.text, not markdown: reviewer names and notes are free text typed by users.
+    st.text(f"{last.status} at {last.created_at}" + (f" by {last.reviewer}"
+                                                     if last.reviewer else ""))
+    if last.note:
+        st.text(f"Note: {last.note}")
+else:
+    st.caption("Not reviewed yet; mark cases reviewed on the Review queue page.")
+st.download_button(
+    "Download case summary (HTML)", key="download_patient_html",
+    data=lambda: cases.case_html(results, position, history),
+    file_name=f"case-{patient}.html", mime="text/html", on_click="ignore",
+    icon=":material/download:",
+)

@@ -1,0 +1,158 @@
+"""Review queue: the high-uncertainty patients, their drivers, and clinicians' reviews."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from app import cases, export, state, summaries, widgets
+from app.reviews import ReviewStore
+from core.errors import CpdecompError
+
+st.title("Review queue")
+results = widgets.require_results(offer_units=False)
+report = results.report
+e = report.explanation
+key = results.dataset_key
+
+try:
+    store: ReviewStore | None = state.review_store()
+except CpdecompError as error:
+    st.error(str(error))
+    store = None
+latest = store.latest(key) if store else {}
+
+RULES = {"percentile": "a percentile of the widths", "absolute": "an absolute width"}
+left, right = st.columns(2)
+with left:
+    rule = st.radio("Flag patients whose width is above", list(RULES), key="queue_rule",
+                    format_func=RULES.__getitem__, horizontal=True)
+with right:
+    if rule == "percentile":
+        value = float(st.slider("Percentile", min_value=0, max_value=99, step=1,
+                                key="queue_percentile"))
+    else:
+        st.session_state.setdefault("queue_threshold",
+                                    round(float(np.percentile(e.width, 90)), 4))
+        value = float(st.number_input("Width threshold", min_value=0.0, key="queue_threshold",
+                                      format="%.4g"))
+threshold = summaries.flag_threshold(e.width, rule, value)  # type: ignore[arg-type]
+flagged = np.flatnonzero(e.width > threshold)
+
+frame = summaries.queue_frame(report, flagged, latest)
+cols = st.columns(4)
+cols[0].metric("Flagged", f"{len(frame)} of {len(e.width)}", help=f"width > {threshold:.4g}")
+cols[1].metric("Reviewed", f"{int(frame['reviewed'].sum())}")
+warned = int((frame["total_view"] != "agrees").sum())
+cols[2].metric("Total view hides or flips a driver", f"{warned}")
+cols[3].metric("Threshold", f"{threshold:.4g}")
+
+if frame.empty:
+    if np.ptp(e.width) == 0:
+        st.info("Every patient has the same width under this family, so none stands out; "
+                "the calibration set alone sets the width.")
+    else:
+        st.info("No patient is above the threshold; lower it to fill the queue.")
+    st.stop()
+
+a, b = st.columns([2, 1])
+order = a.selectbox("Order", list(summaries.SORTS), key="queue_sort")
+b.checkbox("Only cases not reviewed", key="queue_unreviewed")
+shown = summaries.sort_queue(frame, order)
+if st.session_state["queue_unreviewed"]:
+    shown = shown[~shown["reviewed"]]
+st.dataframe(
+    shown, hide_index=True,
+    # What a clinician scans first on the left; the interval and the parts' sizes after.
+    column_order=["patient_id", "width", "width_percentile", "top_instance_driver",
+                  "top_calibration_driver", "total_view", "reviewed", "note", "prediction",
+                  "lower", "upper", "instance_part", "calibration_part", "reviewer",
+                  "reviewed_at"],
+    column_config={
+        "patient_id": "patient",
+        "width": st.column_config.NumberColumn("width", format="%.4g"),
+        "width_percentile": st.column_config.NumberColumn("percentile", format="%.0f"),
+        "prediction": st.column_config.NumberColumn(format="%.4g"),
+        "lower": st.column_config.NumberColumn(format="%.4g"),
+        "upper": st.column_config.NumberColumn(format="%.4g"),
+        "top_instance_driver": "top instance-driven driver",
+        "instance_part": st.column_config.NumberColumn("its instance part", format="%.3g"),
+        "top_calibration_driver": "top calibration-driven driver",
+        "calibration_part": st.column_config.NumberColumn("its calibration part",
+                                                          format="%.3g"),
+        "total_view": "total view",
+        "reviewed": st.column_config.CheckboxColumn("reviewed"),
+    },
+)
+st.caption("A driver is the feature that widens the interval most in one view. The total view "
+           "flips it when it shows the feature as narrowing, and hides it when the feature is "
+           f"not among the total's top {summaries.TOTAL_TOP} widening features. Click a column "
+           "header to sort.")
+
+st.subheader("Mark a case reviewed")
+case_positions = [int(p) for p in summaries.sort_queue(frame, order)["position"]]
+state.ensure_choice("review_patient", case_positions, case_positions[0])
+ids = report.patient_ids
+
+
+def case_label(position: int) -> str:
+    review = latest.get(str(ids[position]))
+    done = " · reviewed" if review and review.status == "reviewed" else ""
+    return f"{ids[position]} · width {e.width[position]:.4g}{done}"
+
+
+position = st.selectbox("Case", case_positions, key="review_patient", format_func=case_label)
+st.text_area("Note", key="review_note", max_chars=4000,
+             placeholder="What was checked, and what was decided")
+st.text_input("Reviewer (optional)", key="reviewer", max_chars=200)
+
+
+def save(status: str) -> None:
+    """Record a review event; runs before the rerun, so the note box can be cleared."""
+    if store is None:
+        return
+    patient = str(ids[int(st.session_state["review_patient"])])
+    try:
+        store.record(key, patient, status, note=st.session_state.get("review_note", ""),
+                     reviewer=st.session_state.get("reviewer", ""),
+                     label=results.config.dataset_name)
+    except CpdecompError as error:
+        st.session_state["review_message"] = ("error", str(error))
+        return
+    st.session_state["review_note"] = ""
+    st.session_state["review_message"] = ("success", f"Case {patient} marked {status}.")
+
+
+mark, reopen = st.columns(2)
+mark.button("Mark reviewed", key="mark_reviewed", type="primary", on_click=save,
+            args=("reviewed",), disabled=store is None, icon=":material/check:")
+reopen.button("Reopen", key="reopen_review", on_click=save, args=("reopened",),
+              disabled=store is None, icon=":material/undo:")
+message = st.session_state.pop("review_message", None)
+if message:
+    getattr(st, message[0])(message[1])
+
+patient = str(ids[position])
+history = store.history(key, patient) if store else []
+st.markdown(f"**History of case {patient}**")
+if history:
+    for event in reversed(history):
+        # st.text, not markdown: notes and names are free text typed by users.
+        who = f" by {event.reviewer}" if event.reviewer else ""
+        st.text(f"{event.created_at} · {event.status}{who}" +
+                (f" · {event.note}" if event.note else ""))
+else:
+    st.caption("No reviews yet.")
+
+st.subheader("Export")
+export_frame = summaries.sort_queue(frame, order).drop(columns=["position"])
+c1, c2 = st.columns(2)
+c1.download_button("Queue with reviews (CSV)", key="download_queue_csv",
+                   data=lambda: export.safe_csv(export_frame), file_name="review-queue.csv",
+                   mime="text/csv", on_click="ignore", icon=":material/download:")
+c2.download_button(f"Case summary of {patient} (HTML)", key="download_case_html",
+                   data=lambda: cases.case_html(results, position, history),
+                   file_name=f"case-{patient}.html", mime="text/html", on_click="ignore",
+                   icon=":material/download:")
+st.caption("The CSV neutralises cells a spreadsheet would run as formulas; the HTML summary "
+           "is one file that opens without network.")

@@ -1,0 +1,135 @@
+"""Setup: model, conformal family, α, attribution method, budget, background, seed, and Run."""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from app import state
+from core import FAMILIES, MODELS
+from core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
+from core.errors import CpdecompError
+
+logger = logging.getLogger(__name__)
+
+st.title("Setup")
+dataset = state.current_dataset()
+if dataset is None:
+    st.info("Choose data first.")
+    st.page_link("views/data.py", label="Go to Data", icon=":material/table:")
+    st.stop()
+
+target, id_column, features = state.chosen_columns()
+n_features = len(features) if features else len(
+    [c for c in dataset.columns if c not in (target, id_column)])
+st.caption(f"Data: {dataset.name} · target {target!r} · {n_features} features · patients "
+           f"named by {id_column or 'row number'}")
+
+
+def method_changed() -> None:
+    """A new method starts from its own default budget (permutations and coalitions differ)."""
+    budget = METHOD_BUDGETS.get(st.session_state["attribution_method"])
+    if budget is not None:
+        st.session_state["budget"] = max(budget.default, budget.minimum(n_features))
+
+
+def alpha_changed() -> None:
+    st.session_state["confidence"] = round(1 - float(st.session_state["alpha"]), 6)
+
+
+def confidence_changed() -> None:
+    st.session_state["alpha"] = round(1 - float(st.session_state["confidence"]), 6)
+
+
+# A tool that sets alpha directly leaves the confidence box stale; realign it before drawing.
+if abs(float(st.session_state["confidence"]) + float(st.session_state["alpha"]) - 1) > 1e-9:
+    alpha_changed()
+
+left, right = st.columns(2)
+with left:
+    st.selectbox("Model", list(MODELS), key="model", format_func=lambda k: MODELS[k].label)
+    st.selectbox("Conformal family", list(FAMILIES), key="cp_family",
+                 format_func=lambda k: f"{k}: {FAMILIES[k].label}")
+    a, c = st.columns(2)
+    a.number_input("Miscoverage α", min_value=0.01, max_value=0.5, step=0.01, format="%.2f",
+                   key="alpha", on_change=alpha_changed,
+                   help="The interval misses the outcome for about a fraction α of patients.")
+    c.number_input("or confidence 1 − α", min_value=0.5, max_value=0.99, step=0.01,
+                   format="%.2f", key="confidence", on_change=confidence_changed)
+with right:
+    method = st.selectbox("Attribution method", list(METHODS), key="attribution_method",
+                          format_func=lambda k: METHOD_LABELS.get(k, k),
+                          on_change=method_changed)
+    budget = METHOD_BUDGETS.get(method)
+    if budget is not None and int(st.session_state["budget"]) < budget.minimum(n_features):
+        st.session_state["budget"] = budget.minimum(n_features)  # a value below min would raise
+    st.number_input(f"Budget ({budget.unit})" if budget else "Budget (not used by this method)",
+                    min_value=budget.minimum(n_features) if budget else 1, max_value=100_000,
+                    step=1, key="budget", disabled=budget is None,
+                    help="Sampling methods spend this many units; exact methods enumerate all "
+                         "coalitions and take no budget.")
+    auto = st.checkbox("Choose the background size automatically", key="background_auto",
+                       help="Up to 1,000 training rows where masking is exact and cheap (tree "
+                            "models, linear), 64 where every row costs model evaluations.")
+    st.number_input("Background rows", min_value=1, max_value=5000, step=1, key="background",
+                    disabled=auto,
+                    help="Training rows averaged over when a feature is removed.")
+    st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="seed")
+
+if budget is None:
+    note = (f"{METHOD_LABELS.get(method, method)} is computed without sampling"
+            if n_features <= MAX_EXACT_PLAYERS or method != "exact" else
+            f"Exact Shapley is limited to {MAX_EXACT_PLAYERS} features; choose a sampling "
+            "method")
+else:
+    note = (f"{METHOD_LABELS.get(method, method)} spends {int(st.session_state['budget']):,} "
+            f"{budget.unit}")
+st.caption(f"{note}, on the same coalitions for the calibration game (once) and every patient, "
+           "so calibration + instance = total exactly. Changing α or the units later reuses the "
+           "fitted models and the calibration game (the CQR families refit their quantile "
+           "models for a new α).")
+
+if st.button("Run", key="run", type="primary", icon=":material/play_arrow:"):
+    config = state.run_config(dataset)
+    failure: str | None = None
+    with st.status("Computing…", expanded=True) as status:
+        bar = st.progress(0.0, text="Starting")
+
+        def on_progress(share: float, label: str) -> None:
+            bar.progress(min(max(share, 0.0), 1.0), text=label)
+
+        try:
+            timings = state.compute(config, dataset, on_progress)
+        except CpdecompError as error:
+            failure = str(error)
+        except Exception as error:  # a bug, not bad input: keep the app usable
+            # Only the type is logged: messages from libraries can quote uploaded cell values.
+            logger.error("computing failed with %s", type(error).__name__)
+            failure = (f"Unexpected error ({type(error).__name__}); the previous results are "
+                       "kept. Please report it.")
+        if failure is not None:
+            status.update(label="Could not compute", state="error", expanded=False)
+    if failure is not None:
+        st.error(failure)
+    else:
+        state.remember_run(config, dataset, timings)
+        st.rerun()  # draw the page (and the sidebar, drawn before it) with the new results
+
+run = st.session_state.get("last_run")
+if run is not None:
+    done = state.results(units="width")
+    if done is not None:
+        n = len(done.report.patient_ids)
+        st.success(f"Results for {n} patients ({run.dataset_name}; {run.options.model}, "
+                   f"{run.options.family}, α = {run.alpha:g}, {run.method}).")
+        if done.study.warnings:
+            st.warning("\n".join(f"- {w}" for w in done.study.warnings))
+        timings = st.session_state.get("run_timings") or {}
+        if timings:
+            st.caption(f"Computed in {sum(timings.values()):.1f} s: "
+                       + " · ".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
+        cols = st.columns(3)
+        cols[0].page_link("views/cohort.py", label="Cohort", icon=":material/groups:")
+        cols[1].page_link("views/patient.py", label="Patient", icon=":material/person:")
+        cols[2].page_link("views/queue.py", label="Review queue", icon=":material/checklist:")

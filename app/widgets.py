@@ -1,0 +1,45 @@
+"""Pieces several pages draw: the results gate, the units toggle and the chart call."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from app import state
+
+UNIT_LABELS = {"width": "width units", "log": "log units"}
+CHART_CONFIG = {"displaylogo": False}
+
+
+def require_results(offer_units: bool = True) -> state.Results:
+    """The last run's results, or a pointer to Setup and a stop.
+
+    Without offer_units the results are in width units (signs and rankings within a patient
+    are the same in both units: one positive factor per patient separates them).
+    """
+    run = st.session_state.get("last_run")
+    if run is None:
+        st.info("No results yet: choose data, then press **Run** on the Setup page.")
+        st.page_link("views/setup.py", label="Go to Setup", icon=":material/tune:")
+        st.stop()
+    if offer_units:
+        units_toggle(run)
+    units = state.current_units(run) if offer_units else "width"
+    with st.spinner(f"Explaining every patient in {UNIT_LABELS[units]}…"):
+        results = state.results(units)
+    if results is None:
+        st.stop()
+    return results
+
+
+def units_toggle(run: state.RunConfig) -> None:
+    """Width or log units, offered only where the family is multiplicative."""
+    if run.log_family:
+        st.radio("Units", list(UNIT_LABELS), key="units", horizontal=True,
+                 format_func=UNIT_LABELS.__getitem__,
+                 help="Multiplicative families split the log width exactly; in width units "
+                      "all three vectors are rescaled by one factor per patient.")
+
+
+def chart(figure: go.Figure) -> None:
+    st.plotly_chart(figure, config=CHART_CONFIG, theme=None)

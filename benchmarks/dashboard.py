@@ -1,0 +1,180 @@
+"""Dashboard timings on the bundled diabetes sample: a full first run, and switching patient.
+
+    python benchmarks/dashboard.py                      # all models, AppTest only
+    python benchmarks/dashboard.py --browser            # also time a switch in chromium
+    python benchmarks/dashboard.py --models gbm --switches 50 --out /tmp/dashboard.md
+
+* Full first run: pressing Run on a fresh server with the default setup (exact Shapley,
+  normalized family, automatic background) for each model: fit, calibration game and every
+  patient explained. Streamlit's caches and core's calibration-game cache start empty.
+* Run again, new alpha: pressing Run again unchanged (served from cache), and after changing
+  alpha (the calibration game is re-ranked, patients re-explained).
+* Switch patient: choosing another patient on the Patient page. Server side, one script rerun
+  in Streamlit's AppTest (what the server spends); with --browser, from choosing the option in
+  chromium until the new patient's heading is on screen (what a user waits).
+
+Prints a Markdown table and writes it to docs/benchmarks/dashboard.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAIN = ROOT / "app" / "main.py"
+DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "dashboard.md"
+SHORT = {"Fitting the model components": "fit", "Computing the calibration game": "calibration",
+         "Explaining every patient": "patients"}
+"""Table labels for the stages of app.state.compute."""
+
+
+def summary(seconds: list[float]) -> str:
+    """Median (p90, max) in milliseconds."""
+    ordered = sorted(seconds)
+    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    return (f"{1000 * statistics.median(ordered):.0f} ms (p90 {1000 * p90:.0f}, "
+            f"max {1000 * ordered[-1]:.0f})")
+
+
+def time_model(model: str, switches: int) -> dict[str, str]:
+    """One fresh AppTest session: Run, Run again, new alpha, and patient switches."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    os.environ["CPDECOMP_CACHE_DIR"] = tempfile.mkdtemp(prefix="cpdecomp-bench-cache-")
+    at = AppTest.from_file(str(MAIN), default_timeout=1800).run()
+    at.switch_page("views/setup.py").run()
+    at.selectbox(key="model").set_value(model).run()
+
+    start = time.perf_counter()
+    at.button(key="run").click().run()
+    first = time.perf_counter() - start
+    problems = [e.value for e in at.error] + [str(x.value) for x in at.exception]
+    if problems:
+        raise SystemExit(f"{model}: the run failed: {problems[0]}")
+    stages = at.session_state["run_timings"]
+    run = at.session_state["last_run"]
+    n_patients = int(next(s.value for s in at.success).split("Results for ")[1].split()[0])
+
+    start = time.perf_counter()
+    at.button(key="run").click().run()
+    again = time.perf_counter() - start
+    at.number_input(key="alpha").set_value(0.2).run()
+    start = time.perf_counter()
+    at.button(key="run").click().run()
+    new_alpha = time.perf_counter() - start
+
+    at.switch_page("views/patient.py").run()
+    switch_times = []
+    for k in range(switches):
+        at.selectbox(key="patient").set_value((k * 7 + 1) % n_patients)
+        start = time.perf_counter()
+        at.run()
+        switch_times.append(time.perf_counter() - start)
+    return {
+        "model": model,
+        "patients": str(n_patients),
+        "background": "auto" if run.options.background is None else str(run.options.background),
+        "first run": f"{first:.2f} s",
+        "stages": ", ".join(f"{SHORT.get(name, name)} {value:.2f} s"
+                            for name, value in stages.items()),
+        "run again": f"{1000 * again:.0f} ms",
+        "new alpha": f"{new_alpha:.2f} s",
+        "switch patient (server)": summary(switch_times),
+    }
+
+
+def time_browser_switch(switches: int) -> str:
+    """Median time from choosing a patient in chromium until its heading shows."""
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    from playwright.sync_api import expect, sync_playwright
+    from test_browser import CHROMIUM, CHROMIUM_ARGS, open_page, settle, streamlit_server
+
+    folder = Path(tempfile.mkdtemp(prefix="cpdecomp-bench-browser-"))
+    environment = {**os.environ, "CPDECOMP_REVIEW_DB": str(folder / "reviews.sqlite3"),
+                   "CPDECOMP_CACHE_DIR": str(folder / "cache")}
+    times = []
+    with sync_playwright() as playwright, streamlit_server(environment,
+                                                          folder / "server.log") as url:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1400})
+        page.goto(url)
+        open_page(page, "Setup")
+        page.locator(".st-key-run button").click()
+        expect(page.get_by_text("Results for")).to_be_visible(timeout=600_000)
+        open_page(page, "Patient")
+        heading = page.get_by_text("Why is patient")
+        for k in range(switches):
+            settle(page)
+            before = heading.inner_text()
+            page.locator(".st-key-patient [role='combobox']").click()
+            option = page.get_by_role("option").nth(k % 5 + 1)  # near the top: on screen
+            start = time.perf_counter()
+            option.click()
+            expect(heading).not_to_have_text(before, timeout=30_000)
+            times.append(time.perf_counter() - start)
+        browser.close()
+    return summary(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="gbm,rf,linear")
+    parser.add_argument("--switches", type=int, default=30)
+    parser.add_argument("--browser", action="store_true",
+                        help="also time a patient switch in chromium (needs playwright)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ["CPDECOMP_REVIEW_DB"] = str(Path(tempfile.mkdtemp()) / "reviews.sqlite3")
+    rows = [time_model(model.strip(), args.switches) for model in args.models.split(",")]
+    browser = time_browser_switch(min(args.switches, 20)) if args.browser else None
+
+    import sklearn
+    import streamlit
+
+    columns = list(rows[0])
+    lines = [
+        "# Dashboard benchmark",
+        "",
+        f"Sample: diabetes (442 rows; split 50/25/25, the held-out quarter explained). "
+        f"Setup: exact Shapley, normalized family, α = 0.1, automatic background, seed 0. "
+        f"Written by `python benchmarks/dashboard.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} "
+        f"UTC; {os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, "
+        f"Python {platform.python_version()}, streamlit {streamlit.__version__}, "
+        f"scikit-learn {sklearn.__version__}.",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---" for _ in columns) + "|",
+        *("| " + " | ".join(row[c] for c in columns) + " |" for row in rows),
+        "",
+        "First run: pressing Run with empty caches (fit, calibration game, every patient). "
+        "Run again: the same setup, served from cache. New alpha: Run after changing α "
+        "(the fitted study and calibration game are reused). Switch patient (server): one "
+        "rerun of the Patient page in Streamlit's AppTest, median of "
+        f"{args.switches} switches.",
+    ]
+    if browser:
+        lines += ["", f"Switch patient in chromium (choose → new heading on screen, gbm): "
+                      f"{browser}."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    print(f"written to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

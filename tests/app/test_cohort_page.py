@@ -1,0 +1,60 @@
+"""Cohort page: widths, coverage, the calibration vector, the instance spread, disagreements."""
+
+from __future__ import annotations
+
+from dashboard_helpers import errors, new_app, run_linear
+
+
+def test_without_results_it_points_to_setup() -> None:
+    at = new_app()
+    at.switch_page("views/cohort.py").run()
+    assert errors(at) == []
+    assert any("Run" in i.value for i in at.info)
+
+
+def test_cohort_views() -> None:
+    at = run_linear(new_app())
+    at.switch_page("views/cohort.py").run()
+    assert errors(at) == []
+    assert len(at.get("plotly_chart")) == 4
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["Patients explained"] == "111"
+    assert labels["Empirical coverage"].endswith("%")
+    assert any("Specific to α = 0.1" in c.value for c in at.caption)
+
+
+def test_log_units_show_the_single_calibration_vector() -> None:
+    at = run_linear(new_app())
+    at.switch_page("views/cohort.py").run()
+    assert any("cohort mean" in c.value or "mean over patients" in c.value for c in at.caption)
+    at.radio(key="units").set_value("log").run()
+    assert errors(at) == []
+    assert not any("mean over patients" in c.value for c in at.caption)
+
+
+def test_identity_family_has_no_units_toggle() -> None:
+    at = new_app()
+    at.switch_page("views/setup.py").run()
+    at.selectbox(key="cp_family").set_value("cqr").run()
+    at = run_linear(at)
+    at.switch_page("views/cohort.py").run()
+    assert errors(at) == []
+    assert not [r for r in at.radio if r.key == "units"]
+
+
+def test_a_bug_shows_a_short_error_and_keeps_cell_values_out_of_the_log(
+        monkeypatch, caplog) -> None:
+    from app import summaries
+
+    secret = "-".join(["secret", "cell", "value"])  # a runtime value, as a cell would be
+
+    def broken(report):
+        raise ValueError(f"could not convert {secret!r}")
+
+    at = run_linear(new_app())
+    monkeypatch.setattr(summaries, "coverage", broken)
+    with caplog.at_level("ERROR"):
+        at.switch_page("views/cohort.py").run()
+    assert [e.value for e in at.error] == [
+        "Unexpected error (ValueError); the previous results are kept. Please report it."]
+    assert "ValueError" in caplog.text and "secret-cell-value" not in caplog.text

@@ -1,0 +1,54 @@
+"""Patient page: interval, side-by-side bars, waterfall, values; switching is an index."""
+
+from __future__ import annotations
+
+import time
+
+from dashboard_helpers import errors, new_app, run_linear
+
+
+def patient_page():
+    at = run_linear(new_app())
+    return at.switch_page("views/patient.py").run()
+
+
+def heading(at) -> str:
+    return next(s.value for s in at.subheader if s.value.startswith("Why is patient"))
+
+
+def test_patient_views() -> None:
+    at = patient_page()
+    assert errors(at) == []
+    assert len(at.get("plotly_chart")) == 2  # side-by-side bars, waterfall
+    assert heading(at) == "Why is patient P0004's interval this wide?"
+    labels = [m.label for m in at.metric]
+    assert labels[:3] == ["Prediction", "Interval (90%)", "Width"]
+    table = at.dataframe[0].value
+    assert list(table.columns) == ["feature", "value", "calibration-driven", "instance-driven",
+                                   "total", "signs differ"]
+    assert len(table) == 10
+
+
+def test_switching_patient_is_instant_and_changes_the_view() -> None:
+    at = patient_page()
+    start = time.perf_counter()
+    at.selectbox(key="patient").set_value(5).run()
+    elapsed = time.perf_counter() - start
+    assert errors(at) == []
+    assert heading(at) != "Why is patient P0004's interval this wide?"
+    assert elapsed < 5  # no recomputation: generous for a loaded CI machine
+
+
+def test_previous_and_next_wrap_around() -> None:
+    at = patient_page()
+    at.button(key="patient_previous").click().run()
+    assert at.selectbox(key="patient").value == 110
+    at.button(key="patient_next").click().run()
+    assert at.selectbox(key="patient").value == 0
+
+
+def test_log_units_toggle() -> None:
+    at = patient_page()
+    at.radio(key="units").set_value("log").run()
+    assert errors(at) == []
+    assert len(at.get("plotly_chart")) == 2

@@ -1,0 +1,140 @@
+"""What the pages read off a report, and the figures they draw, checked on known arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from dashboard_helpers import SAMPLE
+
+from app import charts, sources, summaries
+from app.reviews import ReviewEvent
+from core import StudyOptions, load_table, prepare_study
+from core.errors import CpdecompError
+
+
+@pytest.fixture(scope="module")
+def report():
+    table = load_table(SAMPLE)
+    study = prepare_study(table, StudyOptions(target="progression", id_column="patient_id",
+                                              model="linear", background=16))
+    return study.explain(method="exact", alpha=0.1)
+
+
+def test_coverage_counts_rows_inside_their_interval(report) -> None:
+    e = report.explanation
+    cover = summaries.coverage(report)
+    inside = (report.targets >= e.lower) & (report.targets <= e.upper)
+    assert (cover.covered, cover.n) == (int(inside.sum()), len(inside))
+    assert cover.target == pytest.approx(0.9)
+
+
+def test_sign_disagreement_is_a_share_of_patients(report) -> None:
+    d = report.explanation.decomposition
+    frame = summaries.sign_disagreement(report)
+    j = 2
+    expected = np.mean(np.sign(d.calibration[:, j]) * np.sign(d.instance[:, j]) < 0)
+    assert frame.loc[j, "calibration_vs_instance"] == pytest.approx(expected)
+    assert frame[["calibration_vs_instance", "total_vs_instance"]].stack().between(0, 1).all()
+
+
+def test_percentile_ranks() -> None:
+    np.testing.assert_allclose(summaries.percentile_ranks(np.array([3.0, 1.0, 2.0, 2.0])),
+                               [100, 25, 75, 75])
+
+
+FEATURES = ("a", "b", "c", "d", "e")
+
+
+@pytest.mark.parametrize(("part", "total", "feature", "effect"), [
+    # the total gives the instance driver a negative sign: it reads as reassuring
+    ([3.0, 0.1, 0, 0, 0], [-1.0, 0.5, 0.2, 0.1, 0], "a", "flips"),
+    # positive in the total but outranked by three other features
+    ([3.0, 0.1, 0, 0, 0], [0.05, 0.5, 0.4, 0.3, 0], "a", "hides"),
+    ([3.0, 0.1, 0, 0, 0], [2.0, 0.5, 0.4, 0.3, 0], "a", "shows"),
+    ([-1.0, -0.1, 0, 0, 0], [2.0, 0.5, 0.4, 0.3, 0], None, "none"),
+])
+def test_top_driver_and_what_the_total_does_to_it(part, total, feature, effect) -> None:
+    driver = summaries.top_driver("instance", FEATURES, np.array(part), np.array(total))
+    assert (driver.feature, driver.effect) == (feature, effect)
+    if effect in ("flips", "hides"):
+        assert effect in driver.describe() and "a" in driver.describe()
+
+
+def test_queue_frame_carries_drivers_and_the_latest_review(report) -> None:
+    e = report.explanation
+    flagged = np.flatnonzero(e.width > np.percentile(e.width, 90))
+    first = str(report.patient_ids[flagged[0]])
+    review = ReviewEvent("k", first, "reviewed", "ok", "A", "2025-01-01T00:00:00+00:00")
+    frame = summaries.queue_frame(report, flagged, {first: review})
+    assert len(frame) == len(flagged)
+    row = frame.set_index("patient_id").loc[first]
+    assert bool(row["reviewed"]) and row["note"] == "ok" and row["reviewer"] == "A"
+    assert frame["top_instance_driver"].isin(report.explanation.features).all()
+    for order in summaries.SORTS:
+        assert len(summaries.sort_queue(frame, order)) == len(frame)
+
+
+def test_the_order_puts_cancelling_features_first() -> None:
+    calibration = np.array([0.1, 5.0, -1.0])
+    instance = np.array([0.2, -4.9, 0.5])
+    total = calibration + instance
+    assert total[1] == pytest.approx(0.1)  # small total, large opposite parts
+    assert list(charts.feature_order(calibration, instance, total)) == [1, 2, 0]
+
+
+def test_side_by_side_bars_are_three_labelled_patterned_panels() -> None:
+    fig = charts.side_by_side_bars(["age", "bmi", "bp"], np.array([1.0, -2.0, 0.5]),
+                                   np.array([-0.5, 3.0, 0.1]), np.array([0.5, 1.0, 0.6]),
+                                   units="width", disagree=np.array([True, True, False]))
+    assert [t.name for t in fig.data] == [charts.TITLES[v] for v in charts.VIEWS]
+    assert [t.marker.pattern.shape for t in fig.data] == ["/", ".", ""]
+    assert {a.text for a in fig.layout.annotations} == set(charts.TITLES.values())
+    assert "age ⇄" in fig.data[0].y and "bp" in fig.data[0].y
+    ranges = {tuple(fig.layout[f"xaxis{s}"].range) for s in ("", "2", "3")}
+    assert len(ranges) == 1  # one scale, so bars compare across panels
+
+
+def test_waterfall_steps_end_at_the_patients_width() -> None:
+    fig = charts.width_waterfall(["a", "b"], np.array([2.0, -0.5]), 10.0, 11.5, units="width")
+    trace = fig.data[0]
+    assert list(trace.measure) == ["absolute", "relative", "relative", "total"]
+    assert trace.x[0] + sum(trace.x[1:-1]) == pytest.approx(11.5)
+    gap = charts.width_waterfall(["a"], np.array([1.0]), 10.0, 12.0, units="width")
+    assert "not attributed" in gap.data[0].y
+
+
+def test_dataset_key_depends_on_content_and_target() -> None:
+    one = sources.content_digest([b"a,b\n1,2\n"])
+    assert one == sources.content_digest([b"a,b\n1,2\n"])
+    assert sources.content_digest([b"ab", b"c"]) != sources.content_digest([b"a", b"bc"])
+    assert sources.dataset_key(one, "a") != sources.dataset_key(one, "b")
+
+
+def test_uploads_are_read_by_core_with_its_messages(tmp_path) -> None:
+    frame = pd.DataFrame({"x": [1.0, 2.0], "y": [3.0, 4.0]})
+    frame.to_parquet(tmp_path / "t.parquet")
+    table = sources.read_upload("t.parquet", (tmp_path / "t.parquet").read_bytes())
+    assert list(table.columns) == ["x", "y"]
+    assert len(sources.read_upload("..", b"x,y\n1,2\n")) == 1  # stays in its own folder
+    with pytest.raises(CpdecompError, match=r"bad\.parquet is not a readable Parquet file"):
+        sources.read_upload("../../bad.parquet", b"not parquet at all")
+    with pytest.raises(CpdecompError, match=r"calibration file: c\.csv is empty"):
+        sources.separate_uploads([("t.csv", b"x,y\n1,2\n"), ("c.csv", b""), ("p.csv", b"x\n1\n")])
+
+
+def test_mixed_columns_are_shown_as_text() -> None:
+    from app.cases import display_value
+
+    assert [display_value(v) for v in (1.23456789, 3, "arm B", float("nan"), None, True)] == [
+        "1.23457", "3", "arm B", "", "", "True"]
+    table = pd.DataFrame({"mixed": [1, "two", None], "number": [1.0, 2.0, 3.0]})
+    shown = sources.preview(table)
+    assert list(shown["mixed"][:2]) == ["1", "two"] and pd.isna(shown["mixed"][2])
+    assert shown["number"].dtype == float
+
+
+def test_rounding_noise_has_no_sign() -> None:
+    values = np.array([[1e-13, 2.0, -0.5], [0.0, -3.0, 4.0]])
+    np.testing.assert_array_equal(summaries.signs(values, np.array([2.0, 4.0])),
+                                  [[0, 1, -1], [0, -1, 1]])
