@@ -172,12 +172,17 @@ class StudyHandle:
                progress: Progress | None = None) -> Report:
         """Every patient explained under one configuration, computed once."""
         key = (method, alpha, units, budget)
+        other = (method, alpha, "log" if units == "width" else "width", budget)
         with self._lock:
             if key not in self._reports:
                 if len(self._reports) >= MAX_REPORTS:
                     self._reports.pop(next(iter(self._reports)))
-                self._reports[key] = self.study.explain(method=method, alpha=alpha, units=units,
-                                                        budget=budget, progress=progress)
+                if other in self._reports:  # the other units: a rescaling, no game evaluated
+                    self._reports[key] = self._reports[other].in_units(units)
+                else:
+                    self._reports[key] = self.study.explain(
+                        method=method, alpha=alpha, units=units, budget=budget,
+                        progress=progress)
             return self._reports[key]
 
     def has_report(self, method: str, alpha: float, units: str, budget: int | None) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -69,6 +69,39 @@ def concatenate(parts: list[Decomposition]) -> Decomposition:
         calibration_se=_stack([p.calibration_se for p in parts]),
         instance_se=_stack([p.instance_se for p in parts]),
         total_se=_stack([p.total_se for p in parts]),
+    )
+
+
+def in_units(decomposition: Decomposition, units: Units) -> Decomposition:
+    """The same decomposition in other units, without evaluating any game again.
+
+    Width units are log units times the logarithmic-mean factor L of each patient, so the
+    conversion is one multiplication or division per patient (identity families have width
+    units only).
+    """
+    if units == decomposition.units:
+        return decomposition
+    width = np.exp(decomposition.full_value)
+    factor = logarithmic_mean_factor(width, float(np.exp(decomposition.empty_value)))[:, None]
+    scale = factor if units == "width" else 1.0 / factor
+
+    def rescale(values: FloatArray | None) -> FloatArray | None:
+        return None if values is None else values * scale
+
+    calibration, instance, total = (rescale(getattr(decomposition, part))
+                                    for part in ("calibration", "instance", "total"))
+    if units == "width":
+        target = width - float(np.exp(decomposition.empty_value))
+    else:
+        target = decomposition.full_value - decomposition.empty_value
+    additivity = np.abs(total - calibration - instance)
+    efficiency = np.abs(total.sum(axis=1) - target)
+    return replace(
+        decomposition, units=units, calibration=calibration, instance=instance, total=total,
+        calibration_se=rescale(decomposition.calibration_se),
+        instance_se=rescale(decomposition.instance_se), total_se=rescale(decomposition.total_se),
+        additivity_error=float(additivity.max()) if additivity.size else 0.0,
+        efficiency_error=float(efficiency.max()) if efficiency.size else 0.0,
     )
 
 

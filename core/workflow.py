@@ -10,21 +10,22 @@ costs model fits. Explaining under another alpha, method or unit reuses all of i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 
 import numpy as np
 import pandas as pd
 
 from core.attribution.groups import Groups, check_groups
-from core.conformal import conformal_rank
+from core.conformal import FAMILIES, conformal_rank
 from core.data import ColumnChoice, choose_columns, split_rows, target_values
-from core.decomposition import Units
+from core.decomposition import Units, in_units
 from core.errors import CpdecompError
 from core.explainer import Explainer, Explanation, Progress
 from core.games.masking import has_fast_path
 from core.system import ConformalSystem, fit_system
 
+LOG_FAMILIES = {name for name, family in FAMILIES.items() if family.scale == "log"}
 CORRELATION_WARNING = 0.7
 FAST_BACKGROUND = 1000
 """With tree tables a large background is nearly free, and it is the calibration game's main
@@ -62,6 +63,19 @@ class Report:
     feature_values: pd.DataFrame
     targets: np.ndarray | None
     meta: dict
+
+    def in_units(self, units: Units) -> Report:
+        """The same report in width or log units (log families), with no game evaluated."""
+        if units == self.explanation.decomposition.units:
+            return self
+        if units == "log" and self.explanation.family not in LOG_FAMILIES:
+            raise CpdecompError(f"{self.explanation.family} attributions have width units only")
+        explanation = replace(self.explanation,
+                              decomposition=in_units(self.explanation.decomposition, units))
+        d = explanation.decomposition
+        meta = {**self.meta, "scale": units, "additivity_error": d.additivity_error,
+                "efficiency_error": d.efficiency_error}
+        return replace(self, explanation=explanation, meta=meta)
 
 
 @dataclass(eq=False)

@@ -122,3 +122,20 @@ def test_categorical_and_missing_columns_keep_the_identity():
         np.testing.assert_allclose(d.total, d.calibration + d.instance, atol=1e-10)
         np.testing.assert_allclose(d.total.sum(axis=1), result.width - result.base_width,
                                    atol=1e-9 * result.width.max())
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if FAMILIES[f].scale == "log"])
+def test_switching_units_needs_no_game_and_matches_a_fresh_explanation(diabetes, family):
+    """in_units rescales by the logarithmic-mean factor; it equals explaining in those units."""
+    from core.decomposition import in_units
+
+    explainer, in_width = explain(diabetes, family, "permutation")
+    table, _, (_, _, test) = diabetes
+    in_log = explainer.explain(table.iloc[test[:25]], method="permutation", units="log",
+                               budget=in_width.budget)
+    for converted, fresh in ((in_units(in_width.decomposition, "log"), in_log.decomposition),
+                             (in_units(in_log.decomposition, "width"), in_width.decomposition)):
+        for part in ("calibration", "instance", "total", "total_se"):
+            np.testing.assert_allclose(getattr(converted, part), getattr(fresh, part),
+                                       rtol=1e-12, atol=1e-14)
+        assert converted.efficiency_error <= 1e-9 * in_width.width.max()
