@@ -127,13 +127,25 @@ def open_page(page, name: str) -> None:
 
 
 def choose(page, key: str, option: str | None = None, index: int | None = None) -> None:
-    """Open the select box with widget key `key` and pick an option by text or position."""
-    settle(page)
-    page.locator(f".st-key-{key} [role='combobox']").click()
-    if option is not None:
-        page.get_by_role("option", name=option, exact=True).click()
-    else:
-        page.get_by_role("option").nth(index or 0).click()
+    """Open the select box with widget key `key` and pick an option by text or position.
+
+    A rerun that lands while the list is open redraws it and detaches the option being
+    clicked (seen on a loaded machine): close the list and try again, a few times.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(4):
+        settle(page)
+        page.locator(f".st-key-{key} [role='combobox']").click()
+        target = (page.get_by_role("option", name=option, exact=True) if option is not None
+                  else page.get_by_role("option").nth(index or 0))
+        try:
+            target.click(timeout=8_000)
+            break
+        except PlaywrightTimeout:
+            if attempt == 3:
+                raise
+            page.keyboard.press("Escape")
     settle(page)
 
 
