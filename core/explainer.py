@@ -30,6 +30,8 @@ from core.typing import FloatArray
 
 BACKGROUND_STREAM = 1
 """Seed stream for the background sample, apart from the split's and the design's."""
+POINT = "prediction"
+"""The point model's name among the evaluator's components (shown, not part of any game)."""
 PATIENTS_PER_CHUNK = 1024
 """Patients per chunk: the instance game of a chunk is (coalitions × chunk) per component."""
 
@@ -76,6 +78,7 @@ class PatientGames:
     calibration_values: FloatArray
     system: ConformalSystem
     alpha: float
+    q_hat: float
     units: Units
     players: tuple[str, ...]
     """Names of the attributions: features, or groups of them."""
@@ -86,8 +89,11 @@ class PatientGames:
         v_i = instance_values(self.family, self.evaluator, rows, self.design.coalitions)
         decomposition = decompose(self.design, self.calibration_values, v_i, self.family.scale,
                                   self.units, self.players)
-        lower, upper = self.system.predict_interval(rows, self.alpha)
-        return decomposition, self.system.predict(rows), lower, upper
+        comps = {name: self.evaluator.plain(name, rows) for name in self.family.components}
+        self.family.check_components(comps, "patient row")
+        lower, upper = self.family.interval(self.q_hat, comps)
+        prediction = comps["f"] if "f" in comps else self.evaluator.plain(POINT, rows)
+        return decomposition, prediction, lower, upper
 
 
 def draw_background(training_rows: FloatArray, size: int, seed: int) -> FloatArray:
@@ -108,7 +114,9 @@ class Explainer:
         self.system = system
         self.seed = seed
         self.background = draw_background(system.fitted.training_rows, background_size, seed)
-        self.evaluator = MaskedEvaluator(system.fitted.components, self.background, path=masking)
+        # The point model rides along so its plain prediction can use tree tables too.
+        components = {**system.fitted.components, POINT: system.fitted.point}
+        self.evaluator = MaskedEvaluator(components, self.background, path=masking)
         self.cache = shared_cache() if cache is None else cache
         self._designs: dict[tuple, Design] = {}
         self._games: dict[tuple, CalibrationGame] = {}
@@ -173,8 +181,8 @@ class Explainer:
         conformal_rank(self.system.n_calibration, alpha)  # refuse an impossible alpha first
         design = self.design(method, budget, groups)
         v_c = self.calibration_game(method, budget, groups).values(alpha)
-        return PatientGames(family, self.evaluator, design, v_c, self.system, alpha, units,
-                            self.player_names(groups))
+        return PatientGames(family, self.evaluator, design, v_c, self.system, alpha,
+                            self.system.quantile(alpha), units, self.player_names(groups))
 
     def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
                      units: Units = "width", budget: int | None = None, jobs: int = 1,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+from numba import njit, prange
 from scipy import sparse
 
 from core.typing import Coalitions, FloatArray
@@ -126,6 +127,21 @@ class Replicates:
         return out
 
 
+@njit(cache=True, parallel=True)
+def _apply_terms(values, with_index, without_index, player, weight, n_players):
+    """φ[g, j] = Σ over terms of j of w (v[g, with] − v[g, without]), one game per thread.
+
+    Each term is added on its own, in a fixed order: a player whose values never change the
+    game contributes exact zeros, and the result does not depend on how games are batched.
+    """
+    out = np.zeros((values.shape[0], n_players))
+    for g in prange(values.shape[0]):
+        row = values[g]
+        for t in range(player.size):
+            out[g, player[t]] += weight[t] * (row[with_index[t]] - row[without_index[t]])
+    return out
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class TermDesign(Design):
     """Marginal-contribution terms sorted by player: φ_j = Σ w (v(with) − v(without))."""
@@ -141,14 +157,8 @@ class TermDesign(Design):
 
     def apply(self, values: FloatArray) -> FloatArray:
         flat, lead = as_games(values)
-        out = np.zeros((len(flat), self.n_players))
-        bounds = np.searchsorted(self.player, np.arange(self.n_players + 1))
-        for start in range(0, len(flat), ROWS_PER_BLOCK):
-            block = flat[start:start + ROWS_PER_BLOCK]
-            gains = block[:, self.with_index] - block[:, self.without_index]
-            for j in range(self.n_players):
-                lo, hi = bounds[j], bounds[j + 1]
-                out[start:start + len(block), j] = gains[:, lo:hi] @ self.weight[lo:hi]
+        out = _apply_terms(np.ascontiguousarray(flat), self.with_index, self.without_index,
+                           self.player, self.weight, self.n_players)
         return out.reshape((*lead, self.n_players))
 
     def weight_matrix(self) -> FloatArray:
