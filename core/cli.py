@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import joblib
 
@@ -79,6 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--scheduler", metavar="ADDRESS",
                          help="run the patients on a Dask cluster (e.g. tcp://host:8786)")
     explain.add_argument("--out", required=True, help="FILE.csv, FILE.parquet or FILE.json")
+    reproduce = commands.add_parser(
+        "reproduce", help="re-run the experiments behind the method's three claims",
+        description="Sign opposition, the clinical decision task and the identity grid, with "
+        "fixed seeds; writes CSV tables, a markdown summary and a self-contained HTML report.",
+    )
+    reproduce.add_argument("--quick", action="store_true",
+                           help="a smaller run (a few minutes on 2 cores) instead of the full one")
+    reproduce.add_argument("--seed", type=int, default=0)
+    reproduce.add_argument("--out", required=True, metavar="DIR", help="folder for the results")
     cache = commands.add_parser("cache", help="show or clear the calibration-game cache",
                                 description="The disk cache of calibration games lives in "
                                 f"${CACHE_DIR_ENV} (default ~/.cache/cpdecomp).")
@@ -155,6 +165,26 @@ def parallel_backend(scheduler: str | None) -> Iterator[None]:
         client.close()
 
 
+def run_reproduce(args: argparse.Namespace) -> str:
+    from experiments.reproduce import run  # the experiments are a separate package
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CpdecompError(f"--out must be a folder, but {out} is a file")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CpdecompError(f"cannot create the folder {out}: {exc.strerror}") from exc
+    if not os.access(out, os.W_OK):
+        raise CpdecompError(f"cannot write to the folder {out}")
+    say = (lambda message: print(f"  {message}", file=sys.stderr)) if sys.stderr.isatty() else None
+    result = run(out, quick=args.quick, seed=args.seed, progress=say)
+    verdicts = "; ".join(f"{claim}: {verdict}" for claim, verdict in result["verdicts"].items())
+    seconds = result["seconds"]
+    total = sum(seconds.values()) if isinstance(seconds, dict) else float(seconds)
+    return f"reproduction written to {out} in {total:.0f} s ({verdicts})"
+
+
 def run_cache(args: argparse.Namespace) -> str:
     cache = shared_cache()
     if cache.directory is None:
@@ -166,7 +196,7 @@ def run_cache(args: argparse.Namespace) -> str:
     return f"{len(files)} cached calibration games, {size / 2**20:.1f} MiB, in {cache.directory}"
 
 
-COMMANDS = {"explain": run_explain, "cache": run_cache}
+COMMANDS = {"explain": run_explain, "reproduce": run_reproduce, "cache": run_cache}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

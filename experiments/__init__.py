@@ -1,0 +1,1 @@
+"""Experiments that reproduce the method's published claims (`cpdecomp reproduce`)."""
