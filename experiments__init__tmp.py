@@ -1,1 +1,0 @@
-"""Experiments that reproduce the method's published claims (`cpdecomp reproduce`)."""
