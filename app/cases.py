@@ -48,6 +48,10 @@ def patient_table(results: Results, position: int) -> pd.DataFrame:
         "calibration-driven": d.calibration[position],
         "instance-driven": d.instance[position],
         "total": d.total[position],
+        **({f"{name} ± SE": getattr(d, f"{part}_se")[position]
+            for part, name in (("calibration", "calibration-driven"),
+                               ("instance", "instance-driven"), ("total", "total"))}
+           if d.total_se is not None else {}),
         "signs differ": ["yes" if f else "" for f in flags],
     })
 
@@ -57,6 +61,8 @@ def bars_figure(results: Results, position: int) -> go.Figure:
     return charts.side_by_side_bars(
         d.features, d.calibration[position], d.instance[position], d.total[position],
         units=units_label(results), disagree=disagreements(results, position),
+        errors=None if d.total_se is None else (d.calibration_se[position],
+                                                 d.instance_se[position], d.total_se[position]),
     )
 
 

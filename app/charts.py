@@ -86,8 +86,13 @@ def _padded_limit(values: np.ndarray, share: float = 0.4) -> float:
 
 def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance: np.ndarray,
                       total: np.ndarray, *, units: str, disagree: np.ndarray | None = None,
-                      title: str | None = None) -> go.Figure:
-    """Three labelled panels sharing the feature axis and one value scale."""
+                      title: str | None = None,
+                      errors: Sequence[np.ndarray] | None = None) -> go.Figure:
+    """Three labelled panels sharing the feature axis and one value scale.
+
+    `errors`: Monte Carlo standard errors of a sampled method, (calibration, instance, total);
+    drawn as ±2 SE whiskers so a bar that may not differ from zero is visible as such.
+    """
     calibration, instance, total = (np.asarray(v, dtype=float) for v in
                                     (calibration, instance, total))
     disagree = np.zeros(len(features), bool) if disagree is None else np.asarray(disagree, bool)
@@ -102,8 +107,13 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
             zip(VIEWS, (calibration, instance, total), domains, strict=True), start=1):
         suffix = "" if column == 1 else str(column)
         outline = [2.5 if disagree[j] and view != "total" else 0.5 for j in order]
+        whiskers = None
+        if errors is not None:
+            spread = 2 * np.asarray(errors[column - 1], dtype=float)[order]
+            whiskers = {"type": "data", "array": spread, "visible": True, "color": "#111111",
+                        "thickness": 1.2, "width": 4}
         traces.append(go.Bar(
-            x=values[order], y=labels, orientation="h", name=TITLES[view],
+            x=values[order], y=labels, orientation="h", name=TITLES[view], error_x=whiskers,
             xaxis=f"x{suffix}", yaxis="y",
             marker={"color": COLOURS[view], "pattern": _pattern(view),
                     "line": {"color": "#111111", "width": outline}},

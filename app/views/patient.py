@@ -67,6 +67,11 @@ else:
 st.caption("Calibration-driven bars (hatched) come from the calibration set through the "
            "conformal quantile; instance-driven bars (dotted) from this patient's own values. "
            "Positive widens the interval, negative narrows it.")
+if d.total_se is not None:
+    st.caption(f"{results.config.method} is a sampled estimate "
+               f"({results.report.explanation.n_evaluations} coalitions): the whiskers show "
+               "±2 Monte Carlo standard errors, and the table lists each standard error. "
+               "A larger budget on the Setup page shrinks them as 1/√budget.")
 
 widgets.chart(cases.waterfall_figure(results, position))
 if not d.efficient:
