@@ -32,8 +32,9 @@ BACKGROUND_STREAM = 1
 """Seed stream for the background sample, apart from the split's and the design's."""
 POINT = "prediction"
 """The point model's name among the evaluator's components (shown, not part of any game)."""
-PATIENTS_PER_CHUNK = 1024
-"""Patients per chunk: the instance game of a chunk is (coalitions × chunk) per component."""
+CELLS_PER_CHUNK = 1 << 20
+"""(patients × coalitions) cells per chunk: a chunk's game arrays are 8 MiB each, and about ten
+are alive at once, so memory stays bounded at any d (256 patients at d = 12)."""
 
 Progress = Callable[[int, int], None]
 """Called with (patients done, patients in all) after each chunk."""
@@ -186,10 +187,12 @@ class Explainer:
 
     def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
                      units: Units = "width", budget: int | None = None, jobs: int = 1,
-                     progress: Progress | None = None, chunk_size: int = PATIENTS_PER_CHUNK,
+                     progress: Progress | None = None, chunk_size: int | None = None,
                      groups: Groups | None = None) -> Explanation:
         """Explain encoded patient rows, chunk by chunk (in parallel when jobs != 1)."""
         games = self.patient_games(method, alpha, units, budget, groups)
+        if chunk_size is None:
+            chunk_size = max(1, CELLS_PER_CHUNK // len(games.design.coalitions))
         chunks = [rows[start:start + chunk_size] for start in range(0, len(rows), chunk_size)]
         if not chunks:
             raise CpdecompError("there are no patients to explain")
