@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from cli_helpers import assert_bad_input, run_ok
 from threadpoolctl import threadpool_limits
 
-from core.cli import main
 from core.data import (
     FeatureEncoder,
     choose_columns,
@@ -35,26 +35,6 @@ N_ROWS = 120
 # ----------------------------------------------------------------------------------- helpers
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str]:
-    capsys.readouterr()
-    status = main([str(a) for a in argv])
-    return status, capsys.readouterr().err
-
-
-def run_ok(capsys: pytest.CaptureFixture[str], *argv: object) -> str:
-    status, err = run_cli(capsys, *argv)
-    assert status == 0, err
-    return err
-
-
-def assert_bad_input(capsys: pytest.CaptureFixture[str], *argv: object) -> str:
-    """Status 2, exactly one line on stderr, no traceback; returns the message."""
-    status, err = run_cli(capsys, *argv)
-    lines = err.strip("\n").splitlines()
-    assert status == 2, f"expected exit status 2, got {status}: {err!r}"
-    assert len(lines) == 1, f"expected one line on stderr, got {err!r}"
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture

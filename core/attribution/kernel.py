@@ -154,19 +154,25 @@ def draw_coalitions(n_players: int, schedule: Schedule,
                   mass=schedule.drawn_mass))
 
 
+def checked_kernel_budget(n_players: int, budget: int | None, method_name: str) -> int:
+    """The budget a KernelSHAP-type method will use, refusing one too small to solve."""
+    if n_players > MAX_PLAYERS:
+        raise CpdecompError(f"{method_name} supports at most {MAX_PLAYERS} features")
+    requested = DEFAULT_KERNEL_BUDGET if budget is None else int(budget)
+    if requested < minimum_kernel_budget(n_players):
+        raise CpdecompError(
+            f"{method_name} over {n_players} features needs a budget of at least "
+            f"{minimum_kernel_budget(n_players)} coalitions (∅, N, each feature alone and each "
+            f"left out); raise the budget"
+        )
+    return requested
+
+
 def kernel_shap_design(n_players: int, budget: int | None = None,
                        seed: int = 0) -> RegressionDesign:
     """KernelSHAP over `budget` coalitions (∅ and N included); exact Shapley at 2^d."""
     d = n_players
-    if d > MAX_PLAYERS:
-        raise CpdecompError(f"KernelSHAP supports at most {MAX_PLAYERS} features")
-    requested = DEFAULT_KERNEL_BUDGET if budget is None else int(budget)
-    if requested < minimum_kernel_budget(d):
-        raise CpdecompError(
-            f"{METHOD_NAME} over {d} features needs a budget of at least "
-            f"{minimum_kernel_budget(d)} coalitions (∅, N, each feature alone and each left "
-            f"out); raise the budget"
-        )
+    requested = checked_kernel_budget(d, budget, METHOD_NAME)
     n_samples = min(requested, 2**d) - 2
     schedule = kernel_schedule(d, n_samples, singletons=True)
     bits, weights = enumerated_coalitions(d, schedule)

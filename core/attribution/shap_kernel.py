@@ -17,16 +17,14 @@ import numpy as np
 
 from core.attribution.base import bits_from_coalitions
 from core.attribution.kernel import (
-    DEFAULT_KERNEL_BUDGET,
     Schedule,
+    checked_kernel_budget,
     kernel_schedule,
-    minimum_kernel_budget,
 )
 from core.attribution.regression import Draws, RegressionDesign, regression_design
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
 from core.errors import CpdecompError
 
-MAX_PLAYERS = 62
 METHOD_NAME = "shap's KernelExplainer"
 
 
@@ -73,14 +71,7 @@ def shap_kernel_design(n_players: int, budget: int | None = None,
                        seed: int = 0) -> RegressionDesign:
     """The coalitions and weights shap's KernelExplainer uses with nsamples = budget − 2."""
     d = n_players
-    if d > MAX_PLAYERS:
-        raise CpdecompError(f"shap's KernelExplainer supports at most {MAX_PLAYERS} features here")
-    requested = DEFAULT_KERNEL_BUDGET if budget is None else int(budget)
-    if requested < minimum_kernel_budget(d):
-        raise CpdecompError(
-            f"{METHOD_NAME} over {d} features needs a budget of at least "
-            f"{minimum_kernel_budget(d)} coalitions; raise the budget"
-        )
+    requested = checked_kernel_budget(d, budget, METHOD_NAME)
     n_samples = min(requested, 2**d) - 2
     if d == 1:  # shap skips the regression for one feature: φ = v(N) − v(∅)
         return regression_design("shap-kernel", np.zeros(0, dtype=np.int64), np.zeros(0), d,
