@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from core.games import MaskedEvaluator, instance_values
 from core.games.cache import GameCache
 from core.games.masking import ROWS_PER_CALL
 from core.system import ConformalSystem, FittedSystem
+from core.versions import REPORTED, library_versions
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "speed.md"
@@ -775,15 +775,7 @@ def ram_gib() -> float:
 
 
 def versions() -> dict[str, str]:
-    names = ("cpdecomp", "numpy", "scipy", "pandas", "scikit-learn", "numba", "shap",
-             "threadpoolctl")
-    found = {}
-    for name in names:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "not installed"
-    return found
+    return library_versions((*REPORTED, "numba", "shap", "threadpoolctl"))
 
 
 def git_commit() -> str:

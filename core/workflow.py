@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 
 import numpy as np
 import pandas as pd
@@ -24,6 +23,7 @@ from core.errors import CpdecompError
 from core.explainer import Explainer, Explanation, Progress
 from core.games.masking import has_fast_path
 from core.system import ConformalSystem, fit_system
+from core.versions import library_versions
 
 LOG_FAMILIES = {name for name, family in FAMILIES.items() if family.scale == "log"}
 CORRELATION_WARNING = 0.7
@@ -174,17 +174,6 @@ class Study:
             "warnings": list(self.warnings),
             "versions": library_versions(),
         }
-
-
-def library_versions() -> dict[str, str]:
-    names = ["cpdecomp", "numpy", "pandas", "scikit-learn", "scipy"]
-    versions = {}
-    for name in names:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
 
 
 def _with_targets(table: pd.DataFrame, target: str, role: str) -> tuple[pd.DataFrame, np.ndarray]:

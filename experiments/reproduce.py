@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.workflow import library_versions
+from core.versions import library_versions
 from experiments import decision_task, figures, identity_grid, sign_opposition, summary
 from experiments.config import FULL, QUICK, ExperimentConfig
 from experiments.verdicts import all_verdicts

@@ -15,10 +15,11 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
+
+from core.versions import library_versions
 
 CACHE_DIR_ENV = "CPDECOMP_CACHE_DIR"
 """Directory of the disk cache; set it to an empty string to keep the cache in memory only."""
@@ -51,14 +52,7 @@ def content_digest(*parts: object) -> str:
 
 def versions_digest() -> str:
     """Results depend on these libraries: a new version is a new cache key."""
-    names = ("cpdecomp", "numpy", "scikit-learn")
-    versions = []
-    for name in names:
-        try:
-            versions.append(metadata.version(name))
-        except metadata.PackageNotFoundError:
-            versions.append("?")
-    return content_digest(*versions)
+    return content_digest(*library_versions(("cpdecomp", "numpy", "scikit-learn")).values())
 
 
 class GameCache:
