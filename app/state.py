@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app import sources
-from app.reviews import ReviewStore, default_path
+from app.reviews import ReviewStore, configured_location
 from app.sources import Dataset
 from core import FAMILIES, Report, Study, StudyOptions, prepare_study
 from core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS
@@ -285,10 +285,11 @@ def units_label(results: Results) -> str:
 
 
 @st.cache_resource(show_spinner=False)
-def _review_store(path: str) -> ReviewStore:
-    return ReviewStore(path)
+def _review_store(location: str) -> ReviewStore:
+    return ReviewStore(location)
 
 
 def review_store() -> ReviewStore:
-    """The review database named by $CPDECOMP_REVIEW_DB (read on every call)."""
-    return _review_store(str(default_path()))
+    """The review database named by $CPDECOMP_REVIEW_DB (a file path or a postgresql:// URL,
+    read on every call); one store per location, shared by the sessions."""
+    return _review_store(configured_location())

@@ -1,20 +1,16 @@
-"""Exports that are safe to open, and a review store that keeps every note."""
+"""Exports that are safe to open. (The review store's own tests: tests/test_review_store.py.)"""
 
 from __future__ import annotations
 
 import io
 import re
-import sqlite3
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from app import export, reviews
+from app import export
 from app.charts import side_by_side_bars
-from app.reviews import ReviewStore
-from core.errors import CpdecompError
 
 DANGEROUS = ["=1+1", "+1", "-1+2", "@SUM(A1)", "\tx", "\rx", "−1", " =cmd|' /C calc'!A0"]
 
@@ -63,57 +59,3 @@ def test_case_summary_is_self_contained_and_escapes_text() -> None:
     assert "&lt;i&gt;fine&lt;/i&gt;" in page
     assert page.count("Plotly.newPlot") == 2
     assert len(page) > 1_000_000  # plotly.js itself is inlined once
-
-
-def test_reviews_are_an_append_only_history(tmp_path: Path) -> None:
-    store = ReviewStore(tmp_path / "r.sqlite3")
-    store.record("k1", "P1", "reviewed", note="looked", reviewer="A")
-    store.record("k1", "P1", "reopened", note="again")
-    store.record("k1", "P2", "reviewed")
-    store.record("k2", "P1", "reviewed", note="other dataset")
-    assert [e.status for e in store.history("k1", "P1")] == ["reviewed", "reopened"]
-    assert store.history("k1", "P1")[0].note == "looked"
-    latest = store.latest("k1")
-    assert latest["P1"].status == "reopened" and latest["P2"].status == "reviewed"
-    assert [e.note for e in store.history("k2")] == ["other dataset"]
-
-
-def test_reviews_survive_a_new_store_on_the_same_file(tmp_path: Path) -> None:
-    path = tmp_path / "nested" / "reviews.sqlite3"
-    ReviewStore(path).record("k", "P9", "reviewed", note="before restart")
-    assert ReviewStore(path).latest("k")["P9"].note == "before restart"
-    with sqlite3.connect(path) as connection:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == reviews.SCHEMA_VERSION
-
-
-def test_the_path_comes_from_the_environment(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(reviews.ENV_VAR, str(tmp_path / "x.sqlite3"))
-    assert reviews.default_path() == tmp_path / "x.sqlite3"
-    monkeypatch.delenv(reviews.ENV_VAR)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    if reviews.sys.platform.startswith("linux"):
-        assert reviews.default_path() == tmp_path / "data" / "cpdecomp" / "reviews.sqlite3"
-
-
-def test_bad_input_is_refused(tmp_path: Path) -> None:
-    store = ReviewStore(tmp_path / "r.sqlite3")
-    with pytest.raises(CpdecompError, match="status"):
-        store.record("k", "P1", "deleted")  # type: ignore[arg-type]
-    with pytest.raises(CpdecompError, match="needs a dataset"):
-        store.record("", "P1", "reviewed")
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
-    with pytest.raises(CpdecompError, match=reviews.ENV_VAR):
-        ReviewStore(blocker / "reviews.sqlite3")
-
-
-def test_a_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
-    store = ReviewStore(tmp_path / "r.sqlite3")
-    with pytest.raises(sqlite3.IntegrityError), store._transaction() as connection:
-        connection.execute("INSERT INTO datasets VALUES ('k', '', 'now')")
-        connection.execute("INSERT INTO review_events (dataset_key, patient_id, status, "
-                            "created_at) VALUES ('k', 'P1', 'bogus', 'now')")
-    assert store.history("k") == []
-    with sqlite3.connect(store.path) as connection:
-        assert connection.execute("SELECT COUNT(*) FROM datasets").fetchone()[0] == 0

@@ -1,0 +1,153 @@
+"""Review events in PostgreSQL: one queue shared by every clinician and every dashboard replica.
+
+The tables are the SQLite store's, in the database the URL names (its default schema). The
+schema is created on first use under an advisory lock, so replicas starting together do not
+race, and its version is kept in `cpdecomp_schema`. Every value travels as a query parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+import psycopg
+
+from app.reviews.events import SCHEMA_VERSION, ReviewEvent
+from core.errors import CpdecompError
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS cpdecomp_schema (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        version  integer NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS datasets (
+        dataset_key text PRIMARY KEY,
+        label       text NOT NULL DEFAULT '',
+        first_seen  timestamptz NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS review_events (
+        id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        dataset_key text NOT NULL REFERENCES datasets (dataset_key),
+        patient_id  text NOT NULL,
+        status      text NOT NULL CHECK (status IN ('reviewed', 'reopened')),
+        note        text NOT NULL DEFAULT '',
+        reviewer    text NOT NULL DEFAULT '',
+        created_at  timestamptz NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS review_events_case ON review_events (dataset_key, patient_id, id)",
+)
+
+SCHEMA_LOCK = 0x6370_6465_636F_6D70 & 0x7FFF_FFFF_FFFF_FFFF
+"""Advisory lock key held while the schema is created ('cpdecomp' in ASCII, as a bigint)."""
+
+CONNECT_TIMEOUT = 10
+"""Seconds to wait for the server before saying it cannot be reached."""
+
+
+def redact(url: str) -> str:
+    """`url` with its password (in the user part or a `password=` parameter) replaced by ***."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        user_part, _, hosts = netloc.rpartition("@")
+        netloc = f"{user_part.partition(':')[0]}:***@{hosts}"
+    query = "&".join(
+        f"{name}=***" if name.lower() == "password" else piece
+        for piece in parts.query.split("&") if piece
+        for name in [piece.partition("=")[0]]
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _passwords(url: str) -> list[str]:
+    """Every spelling of the URL's passwords that an error message could quote."""
+    parts = urlsplit(url)
+    found = [parts.password or ""]
+    found += [value for name, value in parse_qsl(parts.query) if name.lower() == "password"]
+    secrets = {spelling for password in found if password
+               for spelling in (password, unquote(password))}
+    return sorted(secrets, key=len, reverse=True)
+
+
+class PostgresBackend:
+    """A PostgreSQL database of review events; every write is one transaction."""
+
+    def __init__(self, url: str, hint: str) -> None:
+        self._url = url
+        self._passwords = _passwords(url)
+        self.description = redact(url)
+        try:
+            with self._transaction() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                for statement in SCHEMA:
+                    cursor.execute(statement)
+                cursor.execute("INSERT INTO cpdecomp_schema (version) VALUES (%s) "
+                               "ON CONFLICT (only_row) DO NOTHING", (SCHEMA_VERSION,))
+                cursor.execute("SELECT version FROM cpdecomp_schema")
+                row = cursor.fetchone()
+                found = row[0] if row else SCHEMA_VERSION
+        except (psycopg.Error, ValueError) as error:
+            # Connection errors name the host, user and database (useful, and no secret), but
+            # could quote a malformed URL whole: scrub the password from them.
+            raise CpdecompError(f"cannot open the review database {self.description} "
+                                f"({self._scrub(str(error).strip())}); {hint}") from None
+        if found > SCHEMA_VERSION:
+            raise CpdecompError(
+                f"the review database {self.description} has schema version {found}, newer "
+                f"than this cpdecomp's {SCHEMA_VERSION}; upgrade cpdecomp")
+
+    def _scrub(self, text: str) -> str:
+        """`text` on one line, without the URL's password."""
+        text = " ".join(text.replace(self._url, self.description).split())
+        for password in self._passwords:
+            text = text.replace(password, "***")
+        return text
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Cursor]:
+        # One connection per operation, as for SQLite: nothing is shared between Streamlit's
+        # session threads, and a server restart costs one failed page at most.
+        with psycopg.connect(self._url, connect_timeout=CONNECT_TIMEOUT,
+                             application_name="cpdecomp") as connection:
+            with connection.transaction(), connection.cursor() as cursor:
+                yield cursor
+
+    def append(self, event: ReviewEvent, label: str) -> None:
+        created_at = datetime.fromisoformat(event.created_at)
+        try:
+            with self._transaction() as cursor:
+                cursor.execute(
+                    "INSERT INTO datasets (dataset_key, label, first_seen) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (dataset_key) DO NOTHING",
+                    (event.dataset_key, label, created_at))
+                cursor.execute(
+                    "INSERT INTO review_events (dataset_key, patient_id, status, note, reviewer, "
+                    "created_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                    (event.dataset_key, event.patient_id, event.status, event.note,
+                     event.reviewer, created_at))
+        except psycopg.Error as error:
+            # A server's message can quote the failing row (note, patient id, name): give only
+            # the kind of failure and its SQLSTATE code.
+            raise CpdecompError(
+                f"the review was not saved: the database {self.description} refused it "
+                f"({type(error).__name__} {error.sqlstate or ''})".rstrip()) from None
+
+    def events(self, dataset_key: str, patient_id: str | None) -> list[ReviewEvent]:
+        query = ("SELECT dataset_key, patient_id, status, note, reviewer, created_at "
+                 "FROM review_events WHERE dataset_key = %s")
+        parameters: tuple[str, ...] = (dataset_key,)
+        if patient_id is not None:
+            query += " AND patient_id = %s"
+            parameters += (patient_id,)
+        try:
+            with self._transaction() as cursor:
+                cursor.execute(query + " ORDER BY id", parameters)
+                rows = cursor.fetchall()
+        except psycopg.Error as error:
+            raise CpdecompError(f"cannot read reviews from {self.description} "
+                                f"({type(error).__name__} {error.sqlstate or ''})") from None
+        return [ReviewEvent(key, patient, status, note, reviewer,
+                            created.astimezone(UTC).isoformat(timespec="seconds"))
+                for key, patient, status, note, reviewer, created in rows]
