@@ -96,17 +96,17 @@ def time_model(model: str, switches: int) -> dict[str, str]:
 
 def time_browser_switch(switches: int) -> str:
     """Median time from choosing a patient in chromium until its heading shows."""
-    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    sys.path.insert(0, str(ROOT / "tests"))
+    from dashboard_driver import launch, open_page, settle, streamlit_server
     from playwright.sync_api import expect, sync_playwright
-    from test_browser import CHROMIUM, CHROMIUM_ARGS, open_page, settle, streamlit_server
 
     folder = Path(tempfile.mkdtemp(prefix="cpdecomp-bench-browser-"))
     environment = {**os.environ, "CPDECOMP_REVIEW_DB": str(folder / "reviews.sqlite3"),
                    "CPDECOMP_CACHE_DIR": str(folder / "cache")}
     times = []
     with sync_playwright() as playwright, streamlit_server(environment,
-                                                          folder / "server.log") as url:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                                                          folder / "server.log") as (url, _):
+        browser = launch(playwright)
         page = browser.new_page(viewport={"width": 1400, "height": 1400})
         page.goto(url)
         open_page(page, "Setup")

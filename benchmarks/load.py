@@ -1,0 +1,229 @@
+"""Several clinicians at once: N concurrent dashboard sessions against one server.
+
+    python benchmarks/load.py                         # N = 1, 4, 8; writes docs/benchmarks/load.md
+    python benchmarks/load.py --sessions 2 --switches 5 --out /tmp/load.md
+
+For each N a fresh `streamlit run app/main.py` server starts (empty caches, as after a deploy)
+and N browser contexts in one headless chromium (each its own Streamlit session, as N people
+with N tabs) do at the same time what a clinician does: open the dashboard on the bundled
+diabetes sample, press Run, open the Patient page, and step through different patients (session
+i starts at patient 7·i, so no two look at the same patients). Every session works through a
+real websocket with Streamlit's real reruns.
+
+Measured per session: Run (press → "Results for" on screen: model fit, calibration game and the
+cohort, or the shared cache after the first session), and each patient switch (choosing the
+option → the new patient's heading on screen). The server's memory is its resident set: the
+kernel's high-water mark (VmHWM) against the resident set once it is up and idle.
+
+Prints a Markdown table and writes it to docs/benchmarks/load.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from dashboard_driver import (  # noqa: E402  (the tests folder is not a package)
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    STEP_TIMEOUT,
+    browser_missing,
+    streamlit_server,
+)
+
+DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "load.md"
+RUN_TIMEOUT = 600_000  # ms: eight sessions fitting at once on two cores take a while
+
+
+@dataclass
+class SessionTimes:
+    run: float | None = None
+    switches: list[float] = field(default_factory=list)
+    error: str | None = None
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile by linear interpolation (statistics.quantiles needs two values)."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def memory_kib(pid: int, key: str) -> int:
+    """A VmRSS / VmHWM line of /proc/PID/status, in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+async def settle(page) -> None:
+    """Wait until the rerun that the last action started has finished drawing."""
+    await page.wait_for_timeout(300)  # the rerun request is sent asynchronously
+    await page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=RUN_TIMEOUT)
+    await page.wait_for_timeout(100)
+
+
+async def open_page(page, name: str) -> None:
+    await page.get_by_test_id("stSidebarNav").get_by_role("link", name=name).click()
+    await settle(page)
+
+
+async def one_session(browser, url: str, index: int, switches: int) -> SessionTimes:
+    """One clinician: run the sample, then step through `switches` patients of their own."""
+    from playwright.async_api import expect
+
+    times = SessionTimes()
+    context = await browser.new_context(viewport={"width": 1400, "height": 1400})
+    page = await context.new_page()
+    try:
+        await page.goto(url)
+        await expect(page.get_by_text("Current data: sample")).to_be_visible(
+            timeout=STEP_TIMEOUT)
+        await open_page(page, "Setup")
+        start = time.perf_counter()
+        await page.locator(".st-key-run button").click()
+        await expect(page.get_by_text("Results for")).to_be_visible(timeout=RUN_TIMEOUT)
+        times.run = time.perf_counter() - start
+
+        await open_page(page, "Patient")
+        heading = page.get_by_text("Why is patient")
+        await expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
+        box = page.locator(".st-key-patient [role='combobox']")
+        for step in range(switches):
+            await settle(page)
+            before = await heading.inner_text()
+            # Type-ahead through the keyboard: the option list is virtual, so a patient far
+            # down is reached by arrows, not by a click on an element that may not exist yet.
+            await box.click()
+            for _ in range(7 * index + step + 1 if step == 0 else 1):
+                await page.keyboard.press("ArrowDown")
+            start = time.perf_counter()
+            await page.keyboard.press("Enter")
+            await expect(heading).not_to_have_text(before, timeout=STEP_TIMEOUT)
+            times.switches.append(time.perf_counter() - start)
+    except Exception as error:  # a session that fails is reported, not hidden
+        times.error = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+    finally:
+        await context.close()
+    return times
+
+
+async def run_sessions(url: str, sessions: int, switches: int) -> list[SessionTimes]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            return list(await asyncio.gather(
+                *(one_session(browser, url, i, switches) for i in range(sessions))))
+        finally:
+            await browser.close()
+
+
+def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
+    """A fresh server, `sessions` concurrent sessions, and the figures of one table row."""
+    environment = {**os.environ,
+                   "CPDECOMP_REVIEW_DB": str(folder / f"reviews-{sessions}.sqlite3"),
+                   "CPDECOMP_CACHE_DIR": str(folder / f"cache-{sessions}")}
+    with streamlit_server(environment, folder / f"server-{sessions}.log") as (url, server):
+        time.sleep(1.0)
+        idle = memory_kib(server.pid, "VmRSS")
+        started = time.perf_counter()
+        results = asyncio.run(run_sessions(url, sessions, switches))
+        wall = time.perf_counter() - started
+        peak = memory_kib(server.pid, "VmHWM")
+    switch_times = [t for result in results for t in result.switches]
+    runs = [result.run for result in results if result.run is not None]
+    errors = [result.error for result in results if result.error]
+    ms = [1000 * t for t in switch_times]
+
+    def fmt(values: list[float], q: float) -> str:
+        return f"{percentile(values, q):,.0f}" if values else "–"
+
+    return {
+        "N": str(sessions), "wall (s)": f"{wall:.1f}",
+        "switches": str(len(switch_times)),
+        "switch p50 (ms)": fmt(ms, 50), "p90": fmt(ms, 90), "p99": fmt(ms, 99),
+        "max": fmt(ms, 100),
+        "Run p50 / max (s)": (f"{statistics.median(runs):.1f} / {max(runs):.1f}"
+                              if runs else "–"),
+        "server RSS idle → peak (MiB)": f"{idle / 1024:,.0f} → {peak / 1024:,.0f}",
+        "failed sessions": str(len(errors)) + (f" ({errors[0]})" if errors else ""),
+    }
+
+
+def markdown(rows: list[dict[str, str]]) -> list[str]:
+    header = list(rows[0])
+    return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header),
+            *("| " + " | ".join(row[h] for h in header) + " |" for row in rows)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--switches", type=int, default=10,
+                        help="patient switches per session (default 10)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    reason = browser_missing()
+    if reason is not None:
+        print(f"load.py: {reason}", file=sys.stderr)
+        return 2
+
+    folder = Path(tempfile.mkdtemp(prefix="cpdecomp-load-"))
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    rows = []
+    for sessions in args.sessions:
+        rows.append(measure(sessions, args.switches, folder))
+        print(" | ".join(f"{k} {v}" for k, v in rows[-1].items()), file=sys.stderr)
+    minutes = (time.perf_counter() - started) / 60
+    load_after = os.getloadavg()
+
+    lines = [
+        "# Dashboard under concurrent sessions",
+        "",
+        f"Generated by `python benchmarks/load.py` on "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC ({minutes:.1f} min).",
+        "",
+        f"* {os.cpu_count()} cores, Python {platform.python_version()}; the server and "
+        "chromium share the machine. Load average (1/5/15 min) "
+        f"{'/'.join(f'{x:.1f}' for x in load_before)} at the start, "
+        f"{'/'.join(f'{x:.1f}' for x in load_after)} at the end.",
+        "* Each row: a fresh server with empty caches; N browser contexts at once, each "
+        "running the diabetes sample with the default setup (gbm, normalized, exact Shapley) "
+        f"and then switching patient {args.switches} times, on patients of its own.",
+        "* Switch = choosing a patient → the new heading on screen, in the browser. Run = "
+        "pressing Run → results on screen (the first session fits and computes; later ones "
+        "find the fitted system and the calibration game cached).",
+        "* Server memory: resident set once idle, and the kernel's high-water mark (VmHWM).",
+        "",
+        *markdown(rows),
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
