@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import cases, charts, state, summaries, widgets
+from app import auth, cases, charts, state, summaries, widgets
 from core.errors import CpdecompError
 
 st.title("Patient")
@@ -85,13 +85,17 @@ st.dataframe(cases.patient_table(results, position), hide_index=True,
                             ("calibration-driven", "instance-driven", "total")})
 
 st.subheader("Review")
-try:
-    store = state.review_store()
-    history = store.history(results.dataset_key, patient)
-except CpdecompError as error:
-    st.error(str(error))
-    history = []
-if history:
+history = []
+may_see_reviews = not auth.configured() or auth.identity() is not None
+if may_see_reviews:
+    try:
+        history = state.review_store().history(results.dataset_key, patient)
+    except CpdecompError as error:
+        st.error(str(error))
+if not may_see_reviews:
+    # Reviews are for signed-in users when sign-in is configured, as the queue is.
+    st.caption("Sign in on the Review queue page to see and make reviews.")
+elif history:
     last = history[-1]
     # st.text, not markdown: reviewer names and notes are free text typed by users.
     st.text(f"{last.status} at {last.created_at}" + (f" by {last.reviewer}"

@@ -5,11 +5,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import cases, export, state, summaries, widgets
+from app import auth, cases, export, state, summaries, widgets
 from app.reviews import ReviewStore
 from core.errors import CpdecompError
 
 st.title("Review queue")
+# With sign-in configured, the queue (its notes name patients) is for signed-in users only, and
+# reviews record the identity the provider vouched for; otherwise the reviewer types a name.
+signed_in = auth.require_sign_in("see and review the queue")
 results = widgets.require_results(offer_units=False)
 report = results.report
 e = report.explanation
@@ -17,10 +20,10 @@ key = results.dataset_key
 
 try:
     store: ReviewStore | None = state.review_store()
+    latest = store.latest(key)
 except CpdecompError as error:
     st.error(str(error))
-    store = None
-latest = store.latest(key) if store else {}
+    store, latest = None, {}
 
 RULES = {"percentile": "a percentile of the widths", "absolute": "an absolute width"}
 left, right = st.columns(2)
@@ -104,7 +107,14 @@ def case_label(position: int) -> str:
 position = st.selectbox("Case", case_positions, key="review_patient", format_func=case_label)
 st.text_area("Note", key="review_note", max_chars=4000,
              placeholder="What was checked, and what was decided")
-st.text_input("Reviewer (optional)", key="reviewer", max_chars=200)
+if signed_in is None:
+    st.text_input("Reviewer (optional)", key="reviewer", max_chars=200)
+else:
+    who, leave = st.columns([3, 1], vertical_alignment="bottom")
+    who.text_input("Reviewer (signed in)", value=signed_in, key="reviewer_signed_in",
+                   disabled=True)
+    with leave:
+        auth.sign_out_button()
 
 
 def save(status: str) -> None:
@@ -112,10 +122,17 @@ def save(status: str) -> None:
     if store is None:
         return
     patient = str(ids[int(st.session_state["review_patient"])])
+    if auth.configured():
+        # Read at the click, from the identity provider's claims, never from a widget.
+        reviewer = auth.identity()
+        if reviewer is None:
+            st.session_state["review_message"] = ("error", "Sign in again to save reviews.")
+            return
+    else:
+        reviewer = st.session_state.get("reviewer", "")
     try:
         store.record(key, patient, status, note=st.session_state.get("review_note", ""),
-                     reviewer=st.session_state.get("reviewer", ""),
-                     label=results.config.dataset_name)
+                     reviewer=reviewer, label=results.config.dataset_name)
     except CpdecompError as error:
         st.session_state["review_message"] = ("error", str(error))
         return
@@ -133,7 +150,11 @@ if message:
     getattr(st, message[0])(message[1])
 
 patient = str(ids[position])
-history = store.history(key, patient) if store else []
+try:
+    history = store.history(key, patient) if store else []
+except CpdecompError as error:
+    st.error(str(error))
+    history = []
 st.markdown(f"**History of case {patient}**")
 if history:
     for event in reversed(history):

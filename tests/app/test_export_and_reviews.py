@@ -1,16 +1,21 @@
-"""Exports that are safe to open. (The review store's own tests: tests/test_review_store.py.)"""
+"""Exports that are safe to open, and the dashboard's reviews in PostgreSQL. (The review store's
+own tests, on both back ends: tests/test_review_store.py.)"""
 
 from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import pytest
+import test_review_store as review_store_tests
+from dashboard_helpers import errors, new_app, run_linear
 
 from app import export
 from app.charts import side_by_side_bars
+from app.reviews import ReviewStore
 
 DANGEROUS = ["=1+1", "+1", "-1+2", "@SUM(A1)", "\tx", "\rx", "−1", " =cmd|' /C calc'!A0"]
 
@@ -59,3 +64,25 @@ def test_case_summary_is_self_contained_and_escapes_text() -> None:
     assert "&lt;i&gt;fine&lt;/i&gt;" in page
     assert page.count("Plotly.newPlot") == 2
     assert len(page) > 1_000_000  # plotly.js itself is inlined once
+
+
+@pytest.fixture
+def postgres_reviews(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The dashboard's reviews in a fresh schema on the test PostgreSQL server."""
+    for location in review_store_tests.fresh_schema(review_store_tests.require_postgres_url()):
+        monkeypatch.setenv("CPDECOMP_REVIEW_DB", location)
+        yield location
+
+
+def test_two_sessions_share_one_queue_in_postgresql(postgres_reviews: str) -> None:
+    first = run_linear(new_app()).switch_page("views/queue.py").run()
+    case = first.selectbox(key="review_patient").value
+    first.text_area(key="review_note").input("seen by the first clinician")
+    first.button(key="mark_reviewed").click().run()
+    assert errors(first) == []
+    second = run_linear(new_app()).switch_page("views/queue.py").run()
+    assert second.selectbox(key="review_patient").value == case
+    assert any("seen by the first clinician" in t.value for t in second.text)
+    key = second.session_state["last_run"].dataset_key
+    assert [e.note for e in ReviewStore(postgres_reviews).history(key)] == [
+        "seen by the first clinician"]

@@ -1,0 +1,77 @@
+"""Optional sign-in through the hospital's OpenID Connect provider (Streamlit's `st.login`).
+
+Sign-in is on when `.streamlit/secrets.toml` has an `[auth]` section (see
+`.streamlit/secrets.example.toml`). Then the Review queue asks the user to sign in, and each
+review records the identity the provider vouched for (email, else name), which the user cannot
+edit. Without `[auth]`, the reviewer types a name, as on a single-user machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import streamlit as st
+
+from app.reviews.events import MAX_NAME
+
+IDENTITY_CLAIMS = ("email", "name", "preferred_username", "sub")
+"""ID-token claims that name a reviewer, in order of preference."""
+
+
+def configured() -> bool:
+    """Whether sign-in is configured: an `[auth]` section in the secrets."""
+    try:
+        return "auth" in st.secrets
+    except FileNotFoundError:  # no secrets.toml at all
+        return False
+
+
+def providers() -> list[str | None]:
+    """The providers to offer: None for one set in `[auth]` itself, and the name of each
+    `[auth.NAME]` section (a table with a client_id; `client_kwargs` is a table too)."""
+    section = st.secrets["auth"]
+    named = [name for name, value in section.items()
+             if isinstance(value, Mapping) and "client_id" in value]
+    return ([None] if "client_id" in section or not named else []) + named
+
+
+def identity() -> str | None:
+    """The signed-in user's email (else name, username or subject), or None."""
+    user = st.user
+    if user.get("is_logged_in") is not True:
+        return None
+    for claim in IDENTITY_CLAIMS:
+        value = user.get(claim)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:MAX_NAME]
+    return None
+
+
+def require_sign_in(purpose: str) -> str | None:
+    """The signed-in identity when sign-in is configured (None when it is not); otherwise
+    offers the sign-in button(s) and stops the page."""
+    if not configured():
+        return None
+    who = identity()
+    if who is not None:
+        return who
+    if st.user.get("is_logged_in") is True:
+        st.error("Your sign-in gave neither an email nor a name, so reviews could not say who "
+                 "made them; ask the administrator to add the email or profile scope.")
+    else:
+        st.info(f"Sign in to {purpose}: each review records who made it.")
+    for provider in providers():
+        label = f"Sign in with {provider}" if provider else "Sign in"
+        if st.button(label, key=f"sign_in_{provider or 'default'}", type="primary",
+                     icon=":material/login:"):
+            st.login(provider)
+    st.stop()
+
+
+def sign_out_button() -> None:
+    if configured() and identity() is not None and st.button(
+            "Sign out", key="sign_out", icon=":material/logout:"):
+        st.logout()
+        # The browser is sent to the provider's logout; until then, draw nothing more for the
+        # user who left.
+        st.rerun()
