@@ -1,8 +1,8 @@
 """The command line: `cpdecomp explain DATA --target COL ... --out FILE`.
 
 Bad input exits with status 2 and one line on stderr that says what is wrong and how to fix
-it; an unexpected failure exits with status 1, also in one line (CPDECOMP_DEBUG=1 shows the
-traceback).
+it; an unexpected failure exits with status 1, also in one line, with the error's type and
+place but not its message, which could quote the data (CPDECOMP_DEBUG=1 shows the traceback).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -196,6 +197,15 @@ def run_cache(args: argparse.Namespace) -> str:
     return f"{len(files)} cached calibration games, {size / 2**20:.1f} MiB, in {cache.directory}"
 
 
+def one_line(message: str) -> str:
+    """The message with line breaks and terminal control characters escaped.
+
+    File and column names come from users: a newline would split the one error line, and an
+    escape sequence would act on the terminal.
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 COMMANDS = {"explain": run_explain, "reproduce": run_reproduce, "cache": run_cache}
 
 
@@ -204,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         summary = COMMANDS[args.command](args)
     except CpdecompError as exc:
-        print(f"cpdecomp: error: {exc}", file=sys.stderr)
+        print(f"cpdecomp: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("cpdecomp: interrupted", file=sys.stderr)
@@ -212,8 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("CPDECOMP_DEBUG"):
             raise
-        reason = str(exc).splitlines()[0] if str(exc) else ""
-        print(f"cpdecomp: internal error: {type(exc).__name__}: {reason} "
+        # The type and where, not the message: messages (ours, pandas', scikit-learn's) can
+        # quote cell values, and stderr often ends up in a job's log.
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+        print(f"cpdecomp: internal error: {type(exc).__name__}{where} "
               "(set CPDECOMP_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_INTERNAL
     print(summary, file=sys.stderr)
