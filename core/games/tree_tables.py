@@ -6,23 +6,42 @@ path player, and A_L(x) = the path players whose cell holds x_j (performance pag
     g_S(x) = base + Σ_L v_L · 1[S ∩ F_L ⊆ A_L(x)] · P_L(F_L ∖ S)
 
 P_L(U) is the share of background rows inside the cells of all players in U: tabulated once per
-model and background (a histogram of cell patterns, then superset sums). Per row, leaves that
-share F_L share a buffer t(T) = Σ v_L 1[T ⊆ A_L] P_L(F_L ∖ T); a Möbius transform of each
-buffer, scattered into the 2^d lattice, and one subset-sum transform give g_S for all S at
-once. Above MAX_LATTICE_PLAYERS the buffers are read per coalition instead.
+model and background (a histogram of cell patterns, then superset sums), and kept premultiplied
+as the leaf's terms Q_L(T) = v_L P_L(F_L ∖ T). Per row, leaves that share F_L share a buffer
+t(T) = Σ 1[T ⊆ A_L] Q_L(T); a Möbius transform of each buffer, scattered into the 2^d lattice,
+and one subset-sum transform give g_S for all S at once. Above MAX_LATTICE_PLAYERS the buffers
+are read per coalition instead.
+
+Speed (the per-patient cost of the instance game is this kernel): every distinct split test is
+evaluated once per row and each leaf's A_L is read off those answers; leaves are visited group by
+group, so one small buffer per thread serves every group and stays in the L1 cache; the
+transforms work on contiguous halves (vectorised) after a radix-4 first pass; one row or two run
+on the calling thread, because waking the worker threads costs more than the row.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit, prange
 
-from core.games.tree_extract import LEFT, MISSING, LeafEnsemble
+from core.games.tree_extract import LEFT, MISSING, Condition, LeafEnsemble
 from core.typing import FloatArray
 
 MAX_LATTICE_PLAYERS = 16
 MAX_PATH_PLAYERS = 20
 """A leaf whose path uses more players than this is refused (2^k tables per leaf)."""
+SERIAL_ROWS = 2
+"""Up to this many rows the kernels run on the calling thread (no thread wake-up)."""
+BLOCKS_PER_THREAD = 4
+"""Row blocks per worker thread: each block reuses its buffers for all of its rows."""
+
+
+def _test_key(condition: Condition) -> tuple:
+    """What decides a split's answer (not its direction): equal keys give equal answers."""
+    codes = None if condition.codes is None else condition.codes.tobytes()
+    return (condition.player, condition.categorical, condition.threshold,
+            condition.missing_left, condition.single_precision, codes)
 
 
 class TreeTables:
@@ -32,18 +51,20 @@ class TreeTables:
         self.n_players = n_players
         self.base = ensemble.base
         self._flatten(ensemble)
-        self.probabilities = _probability_tables(
-            np.ascontiguousarray(background, dtype=np.float64), self._paths(),
-            self.table_start, int(self.table_start[-1]),
+        probabilities = _probability_tables(
+            np.ascontiguousarray(background, dtype=np.float64), self.tests, self.paths,
+            int(self.table_start[-1]),
         )
+        self.terms = _leaf_terms(probabilities, self.leaf_value, self.paths)
+        """Q_L(T) = v_L P_L(F_L ∖ T) for every leaf L and subset T of its path players."""
 
     def _flatten(self, ensemble: LeafEnsemble) -> None:
+        tests: dict[tuple, int] = {}
+        test_rows: list[Condition] = []
         group_of: dict[tuple[int, ...], int] = {}
         group_players: list[tuple[int, ...]] = []
         leaf_group, leaf_k, cond_start = [], [], [0]
-        cond_player, cond_local, cond_categorical, cond_threshold = [], [], [], []
-        cond_missing_left, cond_code_row, cond_go_left, code_rows = [], [], [], []
-        cond_single = []
+        cond_test, cond_bit, cond_go_left = [], [], []
         for conditions in ensemble.conditions:
             players = tuple(sorted({c.player for c in conditions}))
             if len(players) > MAX_PATH_PLAYERS:
@@ -55,65 +76,36 @@ class TreeTables:
             leaf_k.append(len(players))
             local = {p: i for i, p in enumerate(players)}
             for c in conditions:
-                cond_player.append(c.player)
-                cond_local.append(local[c.player])
-                cond_categorical.append(c.categorical)
-                cond_threshold.append(c.threshold)
-                cond_missing_left.append(c.missing_left)
+                key = _test_key(c)
+                if key not in tests:
+                    tests[key] = len(test_rows)
+                    test_rows.append(c)
+                cond_test.append(tests[key])
+                cond_bit.append(1 << local[c.player])
                 cond_go_left.append(c.go_left)
-                cond_single.append(c.single_precision)
-                if c.categorical:
-                    cond_code_row.append(len(code_rows))
-                    code_rows.append(c.codes)
-                else:
-                    cond_code_row.append(-1)
-            cond_start.append(len(cond_player))
+            cond_start.append(len(cond_test))
+        self.tests = _test_arrays(test_rows)
         self.leaf_value = np.asarray(ensemble.values, dtype=np.float64)
-        self.leaf_group = np.array(leaf_group, dtype=np.int64)
-        self.leaf_k = np.array(leaf_k, dtype=np.int64)
-        self.cond_start = np.array(cond_start, dtype=np.int64)
-        self.cond_player = np.array(cond_player, dtype=np.int64)
-        self.cond_local = np.array(cond_local, dtype=np.int64)
-        self.cond_categorical = np.array(cond_categorical, dtype=np.bool_)
-        self.cond_threshold = np.array(cond_threshold, dtype=np.float64)
-        self.cond_missing_left = np.array(cond_missing_left, dtype=np.bool_)
-        self.cond_code_row = np.array(cond_code_row, dtype=np.int64)
-        self.cond_go_left = np.array(cond_go_left, dtype=np.bool_)
-        self.cond_single = np.array(cond_single, dtype=np.bool_)
-        self.code_table = (np.array(code_rows, dtype=np.uint8) if code_rows
-                           else np.zeros((1, 256), dtype=np.uint8))
-        self.table_start = np.concatenate([[0], np.cumsum(1 << self.leaf_k)]).astype(np.int64)
-        sizes = np.array([1 << len(p) for p in group_players], dtype=np.int64)
-        self.group_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self.group_k = np.array([len(p) for p in group_players], dtype=np.int64)
-        self.group_player_start = np.concatenate(
-            [[0], np.cumsum([len(p) for p in group_players])]).astype(np.int64)
-        self.group_players = np.array([q for p in group_players for q in p], dtype=np.int64)
-        # Global coalition bitmask of every local subset of every group.
-        global_masks = np.zeros(int(self.group_start[-1]), dtype=np.int64)
-        for g, players in enumerate(group_players):
-            local = np.arange(1 << len(players))
-            bits = np.zeros(local.size, dtype=np.int64)
-            for i, p in enumerate(players):
-                bits |= ((local >> i) & 1) << p
-            global_masks[self.group_start[g]:self.group_start[g + 1]] = bits
-        self.group_global = global_masks
-
-    def _paths(self) -> tuple:
-        """Each leaf's path conditions, as one tuple for the compiled kernels."""
-        return (self.leaf_k, self.cond_start, self.cond_player, self.cond_local,
-                self.cond_categorical, self.cond_threshold, self.cond_missing_left,
-                self.cond_code_row, self.code_table, self.cond_go_left, self.cond_single)
+        leaf_k_array = np.array(leaf_k, dtype=np.int64)
+        self.table_start = np.concatenate([[0], np.cumsum(1 << leaf_k_array)]).astype(np.int64)
+        self.paths = (leaf_k_array, np.array(cond_start, dtype=np.int64),
+                      np.array(cond_test, dtype=np.int64), np.array(cond_bit, dtype=np.int64),
+                      np.array(cond_go_left, dtype=np.bool_), self.table_start)
+        """Each leaf's path (k; its conditions' range, test, local player bit and direction)
+        and where its 2^k tables start."""
+        self.groups = _group_arrays(group_players, np.array(leaf_group, dtype=np.int64))
+        """Leaves by group of path players, and each group's buffer layout and global masks."""
 
     def lattice(self, rows: FloatArray) -> FloatArray:
         """(n_rows, 2^d): g_S(row) for every coalition S (bit j of the index = player j)."""
         if self.n_players > MAX_LATTICE_PLAYERS:
             raise ValueError("too many players for the full lattice; ask for coalitions")
-        return _lattice_values(
-            np.ascontiguousarray(rows, dtype=np.float64), self.n_players, self.base,
-            self.leaf_value, self.leaf_group, self._paths(), self.table_start,
-            self.probabilities, self.group_start, self.group_k, self.group_global,
-        )
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        arguments = (rows, self.n_players, self.base, self.tests, self.paths, self.groups,
+                     self.terms)
+        if len(rows) <= SERIAL_ROWS:
+            return _lattice_serial(*arguments)
+        return _lattice_parallel(*arguments, _blocks(len(rows)))
 
     def predict(self, rows: FloatArray) -> FloatArray:
         """The plain prediction (every feature kept): the leaves each row reaches, summed.
@@ -121,71 +113,154 @@ class TreeTables:
         Equal to the model's own predict to rounding, without its per-call overhead (input
         validation, thread start-up), which dominates when one patient is explained.
         """
-        return _plain_values(np.ascontiguousarray(rows, dtype=np.float64), self.base,
-                             self.leaf_value, self._paths())
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        arguments = (rows, self.base, self.leaf_value, self.tests, self.paths)
+        if len(rows) <= SERIAL_ROWS:
+            return _plain_serial(*arguments)
+        return _plain_parallel(*arguments, _blocks(len(rows)))
+
+    def values_by_row(self, rows: FloatArray, bits: np.ndarray) -> FloatArray:
+        """(n_rows, n_coalitions) masked predictions for coalitions given as bitmasks."""
+        if self.n_players <= MAX_LATTICE_PLAYERS:
+            lattice = self.lattice(rows)
+            if bits.size == lattice.shape[1] and bool((bits == np.arange(bits.size)).all()):
+                return lattice  # the whole lattice in order (exact Shapley): no gather
+            return lattice[:, bits]
+        return _coalition_values(
+            np.ascontiguousarray(rows, dtype=np.float64), np.asarray(bits, dtype=np.int64),
+            self.base, self.tests, self.paths, self.groups, self.terms,
+        )
 
     def coalition_values(self, rows: FloatArray, coalitions: np.ndarray) -> FloatArray:
         """(n_coalitions, n_rows) masked predictions for boolean coalition masks."""
         bits = (coalitions.astype(np.int64) << np.arange(self.n_players)).sum(axis=1)
-        if self.n_players <= MAX_LATTICE_PLAYERS:
-            return np.ascontiguousarray(self.lattice(rows)[:, bits].T)
-        return _coalition_values(
-            np.ascontiguousarray(rows, dtype=np.float64), bits, self.base, self.leaf_value,
-            self.leaf_group, self._paths(), self.table_start, self.probabilities,
-            self.group_start, self.group_k, self.group_player_start, self.group_players,
-        ).T.copy()
+        return np.ascontiguousarray(self.values_by_row(rows, bits).T)
+
+
+def _blocks(n_rows: int) -> int:
+    return max(1, min(n_rows, numba.get_num_threads() * BLOCKS_PER_THREAD))
+
+
+def _test_arrays(conditions: list[Condition]) -> tuple:
+    """The distinct split tests as arrays, one tuple for the compiled kernels."""
+    code_rows = [c.codes for c in conditions if c.categorical]
+    code_row = np.full(len(conditions), -1, dtype=np.int64)
+    code_row[[i for i, c in enumerate(conditions) if c.categorical]] = np.arange(len(code_rows))
+    return (np.array([c.player for c in conditions], dtype=np.int64),
+            np.array([c.categorical for c in conditions], dtype=np.bool_),
+            np.array([c.threshold for c in conditions], dtype=np.float64),
+            np.array([c.missing_left for c in conditions], dtype=np.bool_),
+            code_row,
+            (np.array(code_rows, dtype=np.uint8) if code_rows
+             else np.zeros((1, 256), dtype=np.uint8)),
+            np.array([c.single_precision for c in conditions], dtype=np.bool_))
+
+
+def _group_arrays(group_players: list[tuple[int, ...]], leaf_group: np.ndarray) -> tuple:
+    """Leaves sorted by group, each group's buffer offset, k and global mask of every subset."""
+    group_k = np.array([len(p) for p in group_players], dtype=np.int64)
+    group_start = np.concatenate([[0], np.cumsum(1 << group_k)]).astype(np.int64)
+    global_masks = np.zeros(int(group_start[-1]), dtype=np.int64)
+    for g, players in enumerate(group_players):
+        local = np.arange(1 << len(players))
+        bits = np.zeros(local.size, dtype=np.int64)
+        for i, p in enumerate(players):
+            bits |= ((local >> i) & 1) << p
+        global_masks[group_start[g]:group_start[g + 1]] = bits
+    group_leaves = np.argsort(leaf_group, kind="stable").astype(np.int64)
+    counts = np.bincount(leaf_group, minlength=len(group_players))
+    group_leaf_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return group_leaves, group_leaf_start, group_start, group_k, global_masks
+
+
+# --- compiled kernels ----------------------------------------------------------------------
 
 
 @njit(cache=True, nogil=True)
-def _cell_pattern(row, leaf, paths):
-    """Bitmask (local) of the leaf's path players whose cell holds the row's value."""
-    (leaf_k, cond_start, cond_player, cond_local, cond_categorical, cond_threshold,
-     cond_missing_left, cond_code_row, code_table, cond_go_left, cond_single) = paths
-    pattern = (1 << leaf_k[leaf]) - 1
-    for c in range(cond_start[leaf], cond_start[leaf + 1]):
-        value = row[cond_player[c]]
+def _answers(row, tests, out):
+    """Whether the row goes left at every distinct split test."""
+    (player, categorical, threshold, missing_left, code_row, code_table, single) = tests
+    for u in range(player.size):
+        value = row[player[u]]
         if np.isnan(value):
-            goes_left = cond_missing_left[c]
-        elif cond_categorical[c]:
+            goes_left = missing_left[u]
+        elif categorical[u]:
             if value < 0 or value >= 256:
-                goes_left = cond_missing_left[c]
+                goes_left = missing_left[u]
             else:
-                code = code_table[cond_code_row[c], int(value)]
-                goes_left = cond_missing_left[c] if code == MISSING else code == LEFT
-        elif cond_single[c]:
-            goes_left = np.float32(value) <= cond_threshold[c]
+                code = code_table[code_row[u], int(value)]
+                goes_left = missing_left[u] if code == MISSING else code == LEFT
+        elif single[u]:
+            goes_left = np.float32(value) <= threshold[u]
         else:
-            goes_left = value <= cond_threshold[c]
-        if goes_left != cond_go_left[c]:
-            pattern &= ~(1 << cond_local[c])
-    return pattern
+            goes_left = value <= threshold[u]
+        out[u] = goes_left
 
 
-@njit(cache=True, parallel=True)
-def _plain_values(rows, base, leaf_value, paths):
-    leaf_k = paths[0]
-    out = np.empty(rows.shape[0])
-    for r in prange(rows.shape[0]):
+@njit(cache=True, nogil=True, inline="always")
+def _reach(answers, leaf, paths):
+    """A_L as a local bitmask: the leaf's path players whose every split the row passes."""
+    (leaf_k, cond_start, cond_test, cond_bit, cond_go_left, _) = paths
+    reach = (1 << leaf_k[leaf]) - 1
+    for c in range(cond_start[leaf], cond_start[leaf + 1]):
+        # branch-free: which way the row goes is unpredictable
+        reach &= ~(cond_bit[c] * (answers[cond_test[c]] != cond_go_left[c]))
+    return reach
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _reaches(answers, leaf, paths):
+    """True when the row reaches the leaf (stops at the first split it fails)."""
+    (_, cond_start, cond_test, _, cond_go_left, _) = paths
+    for c in range(cond_start[leaf], cond_start[leaf + 1]):
+        if answers[cond_test[c]] != cond_go_left[c]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _plain_block(rows, lo, hi, out, base, leaf_value, tests, paths):
+    answers = np.empty(tests[0].size, dtype=np.bool_)
+    for r in range(lo, hi):
+        _answers(rows[r], tests, answers)
         total = base
         for leaf in range(leaf_value.size):
-            if _cell_pattern(rows[r], leaf, paths) == (1 << leaf_k[leaf]) - 1:
+            if _reaches(answers, leaf, paths):
                 total += leaf_value[leaf]
         out[r] = total
+
+
+@njit(cache=True)
+def _plain_serial(rows, base, leaf_value, tests, paths):
+    out = np.empty(rows.shape[0])
+    _plain_block(rows, 0, rows.shape[0], out, base, leaf_value, tests, paths)
     return out
 
 
 @njit(cache=True, parallel=True)
-def _probability_tables(background, paths, table_start, total):
+def _plain_parallel(rows, base, leaf_value, tests, paths, n_blocks):
+    n = rows.shape[0]
+    out = np.empty(n)
+    for block in prange(n_blocks):
+        _plain_block(rows, block * n // n_blocks, (block + 1) * n // n_blocks, out, base,
+                     leaf_value, tests, paths)
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _probability_tables(background, tests, paths, total):
     """P_L(U) for every leaf L and every subset U of its path players."""
-    tables = np.zeros(total)
-    leaf_k = paths[0]
+    leaf_k, table_start = paths[0], paths[5]
     n_background = background.shape[0]
+    answers = np.empty((n_background, tests[0].size), dtype=np.bool_)
+    for b in prange(n_background):
+        _answers(background[b], tests, answers[b])
+    tables = np.zeros(total)
     for leaf in prange(leaf_k.size):
         size = 1 << leaf_k[leaf]
         start = table_start[leaf]
         for b in range(n_background):
-            pattern = _cell_pattern(background[b], leaf, paths)
-            tables[start + pattern] += 1.0
+            tables[start + _reach(answers[b], leaf, paths)] += 1.0
         # Superset sums: the count of rows whose pattern contains U.
         for bit in range(leaf_k[leaf]):
             step = 1 << bit
@@ -197,73 +272,146 @@ def _probability_tables(background, paths, table_start, total):
     return tables
 
 
-@njit(cache=True, nogil=True)
-def _fill_buffers(row, buffers, leaf_value, leaf_group, paths, table_start, probabilities,
-                  group_start):
-    """t_g(T) = Σ over leaves of group g of v_L 1[T ⊆ A_L(row)] P_L(F_L ∖ T)."""
-    buffers[:] = 0.0
-    leaf_k = paths[0]
-    for leaf in range(leaf_value.size):
-        reach = _cell_pattern(row, leaf, paths)
-        full = (1 << leaf_k[leaf]) - 1
-        offset = group_start[leaf_group[leaf]]
+@njit(cache=True)
+def _leaf_terms(probabilities, leaf_value, paths):
+    """Q_L(T) = v_L P_L(F_L ∖ T), indexed by T."""
+    leaf_k, table_start = paths[0], paths[5]
+    terms = np.empty_like(probabilities)
+    for leaf in range(leaf_k.size):
         start = table_start[leaf]
-        value = leaf_value[leaf]
-        subset = reach
-        while True:  # every subset of the reached players
-            buffers[offset + subset] += value * probabilities[start + (full ^ subset)]
-            if subset == 0:
-                break
-            subset = (subset - 1) & reach
+        full = (1 << leaf_k[leaf]) - 1
+        for subset in range(full + 1):
+            terms[start + subset] = leaf_value[leaf] * probabilities[start + (full ^ subset)]
+    return terms
 
 
-@njit(cache=True, parallel=True)
-def _lattice_values(rows, n_players, base, leaf_value, leaf_group, paths, table_start,
-                    probabilities,
-                    group_start, group_k, group_global):
-    n_subsets = 1 << n_players
-    out = np.empty((rows.shape[0], n_subsets))
-    for r in prange(rows.shape[0]):
-        buffers = np.empty(group_start[-1])
-        _fill_buffers(rows[r], buffers, leaf_value, leaf_group, paths, table_start, probabilities,
-                      group_start)
-        lattice = np.zeros(n_subsets)
+@njit(cache=True, nogil=True, inline="always")
+def _add_reached_terms(buffer, offset, reach, terms, start):
+    """buffer[T] += Q_L(T) for every subset T of the reached players."""
+    subset = reach
+    while True:
+        buffer[offset + subset] += terms[start + subset]
+        if subset == 0:
+            break
+        subset = (subset - 1) & reach
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mobius(buffer, size):
+    """In place: m(T) = Σ_{U ⊆ T} (-1)^|T∖U| t(U) over a buffer of `size` = 2^k entries."""
+    if size == 1:
+        return
+    if size == 2:
+        buffer[1] -= buffer[0]
+        return
+    for b in range(0, size, 4):  # the two lowest bits at once
+        a0 = buffer[b]
+        a1 = buffer[b + 1] - a0
+        buffer[b + 3] = buffer[b + 3] - buffer[b + 2] - a1
+        buffer[b + 2] -= a0
+        buffer[b + 1] = a1
+    step = 4
+    while step < size:  # then contiguous halves, which vectorise
+        for start in range(0, size, 2 * step):
+            low = buffer[start:start + step]
+            high = buffer[start + step:start + 2 * step]
+            for i in range(step):
+                high[i] -= low[i]
+        step <<= 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _subset_sums(lattice, size):
+    """In place: h(S) = Σ_{T ⊆ S} m(T), the inverse of _mobius."""
+    if size == 1:
+        return
+    if size == 2:
+        lattice[1] += lattice[0]
+        return
+    for b in range(0, size, 4):
+        a0 = lattice[b]
+        a1 = lattice[b + 1] + a0
+        lattice[b + 3] = lattice[b + 3] + lattice[b + 2] + a1
+        lattice[b + 2] += a0
+        lattice[b + 1] = a1
+    step = 4
+    while step < size:
+        for start in range(0, size, 2 * step):
+            low = lattice[start:start + step]
+            high = lattice[start + step:start + 2 * step]
+            for i in range(step):
+                high[i] += low[i]
+        step <<= 1
+
+
+@njit(cache=True, nogil=True)
+def _lattice_block(rows, lo, hi, out, base, tests, paths, groups, terms):
+    """Rows lo..hi of the lattice, with one answer array and one group buffer for all."""
+    (group_leaves, group_leaf_start, group_start, group_k, group_global) = groups
+    answers = np.empty(tests[0].size, dtype=np.bool_)
+    buffer = np.zeros(1 << group_k.max())
+    table_start = paths[5]
+    for r in range(lo, hi):
+        _answers(rows[r], tests, answers)
+        lattice = out[r]
+        lattice[:] = 0.0
         for g in range(group_k.size):
-            offset = group_start[g]
             size = 1 << group_k[g]
-            for bit in range(group_k[g]):  # Möbius transform of the group's buffer
-                step = 1 << bit
-                for mask in range(size):
-                    if mask & step:
-                        buffers[offset + mask] -= buffers[offset + (mask ^ step)]
+            for i in range(group_leaf_start[g], group_leaf_start[g + 1]):
+                leaf = group_leaves[i]
+                _add_reached_terms(buffer, 0, _reach(answers, leaf, paths), terms,
+                                   table_start[leaf])
+            _mobius(buffer, size)
+            offset = group_start[g]
             for mask in range(size):
-                lattice[group_global[offset + mask]] += buffers[offset + mask]
-        for bit in range(n_players):  # subset sums over all players
-            step = 1 << bit
-            for mask in range(n_subsets):
-                if mask & step:
-                    lattice[mask] += lattice[mask ^ step]
-        for mask in range(n_subsets):
-            out[r, mask] = base + lattice[mask]
+                lattice[group_global[offset + mask]] += buffer[mask]
+                buffer[mask] = 0.0
+        _subset_sums(lattice, lattice.size)
+        for mask in range(lattice.size):
+            lattice[mask] += base
+
+
+@njit(cache=True)
+def _lattice_serial(rows, n_players, base, tests, paths, groups, terms):
+    out = np.empty((rows.shape[0], 1 << n_players))
+    _lattice_block(rows, 0, rows.shape[0], out, base, tests, paths, groups, terms)
     return out
 
 
 @njit(cache=True, parallel=True)
-def _coalition_values(rows, coalition_bits, base, leaf_value, leaf_group, paths, table_start,
-                      probabilities, group_start, group_k, group_player_start, group_players):
+def _lattice_parallel(rows, n_players, base, tests, paths, groups, terms, n_blocks):
+    n = rows.shape[0]
+    out = np.empty((n, 1 << n_players))
+    for block in prange(n_blocks):
+        _lattice_block(rows, block * n // n_blocks, (block + 1) * n // n_blocks, out, base,
+                       tests, paths, groups, terms)
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _coalition_values(rows, coalition_bits, base, tests, paths, groups, terms):
+    """Per coalition instead of the lattice: each group's buffer read at S ∩ F_g."""
+    (group_leaves, group_leaf_start, group_start, group_k, group_global) = groups
+    table_start = paths[5]
     out = np.empty((rows.shape[0], coalition_bits.size))
     for r in prange(rows.shape[0]):
-        buffers = np.empty(group_start[-1])
-        _fill_buffers(rows[r], buffers, leaf_value, leaf_group, paths, table_start, probabilities,
-                      group_start)
+        answers = np.empty(tests[0].size, dtype=np.bool_)
+        _answers(rows[r], tests, answers)
+        buffers = np.zeros(group_start[-1])
+        for g in range(group_k.size):
+            for i in range(group_leaf_start[g], group_leaf_start[g + 1]):
+                leaf = group_leaves[i]
+                _add_reached_terms(buffers, group_start[g], _reach(answers, leaf, paths), terms,
+                                   table_start[leaf])
         for c in range(coalition_bits.size):
             bits = coalition_bits[c]
             total = base
             for g in range(group_k.size):
                 local = 0
-                for i in range(group_k[g]):
-                    if (bits >> group_players[group_player_start[g] + i]) & 1:
+                offset = group_start[g]
+                for i in range(group_k[g]):  # bit i of the group is player of global mask 1 << i
+                    if bits & group_global[offset + (1 << i)]:
                         local |= 1 << i
-                total += buffers[group_start[g] + local]
+                total += buffers[offset + local]
             out[r, c] = total
     return out
