@@ -7,20 +7,65 @@ file uploaded again (under any name) finds its reviews, and a changed file does 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import logging
+import re
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from core import load_table
+from core.data import LIMITS, TableLimits
 from core.errors import CpdecompError
 from sample_data import SAMPLES
 
+logger = logging.getLogger("cpdecomp.app.upload")
+
 UPLOAD_TYPES = ["csv", "tsv", "txt", "parquet", "pq"]
 """Extensions the upload boxes accept; core reads .parquet/.pq as Parquet and the rest as text."""
+
+
+def upload_limits(max_upload_mb: int | float) -> TableLimits:
+    """core's caps, with the byte cap of Streamlit's `server.maxUploadSize` (in MB of 2**20).
+
+    The browser and Streamlit's upload endpoint enforce that option; the server checks again
+    before reading, so a client that skips the browser's check still hits the cap.
+    """
+    return dataclasses.replace(LIMITS, max_bytes=int(max_upload_mb * 2**20))
+
+
+class WithoutPatientData(logging.Filter):
+    """Keep a log record's message, drop its exception: Streamlit's Arrow fallback attaches
+    pyarrow's conversion error, which quotes the cell that failed (patient data)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info or record.exc_text:
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def keep_patient_data_out_of_streamlit_logs() -> None:
+    """Install the filter on Streamlit's dataframe conversion logger (idempotent)."""
+    conversion = logging.getLogger("streamlit.dataframe_util")
+    if not any(isinstance(f, WithoutPatientData) for f in conversion.filters):
+        conversion.addFilter(WithoutPatientData())
+
+
+keep_patient_data_out_of_streamlit_logs()  # every page imports this module via app.state
+
+MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]<>#|~:$])")
+"""What makes Markdown (and Streamlit's :emoji:, :color[...] and $math$) out of plain text."""
+
+
+def markdown_text(text: str) -> str:
+    """Text for a Streamlit element that renders Markdown (st.error, st.subheader, captions):
+    an uploaded file's name or a column name shows as written, never as a link or a format."""
+    return MARKDOWN_SPECIALS.sub(r"\\\1", text)
 
 ROLES = ("training", "calibration", "patients")
 
@@ -70,24 +115,46 @@ def dataset_key(digest: str, target: str) -> str:
     return hashlib.sha256(f"{digest}\0{target}".encode()).hexdigest()[:32]
 
 
-def read_upload(name: str, content: bytes) -> pd.DataFrame:
+def read_upload(name: str, content: bytes, limits: TableLimits = LIMITS) -> pd.DataFrame:
     """Parse uploaded bytes with core's reader, so uploads get the CLI's checks and messages.
 
-    The bytes go to a private temporary folder under the uploaded file's base name: core picks
-    the format from the extension and names the file in its messages.
+    The bytes go to a private temporary folder under a fixed name with the upload's extension
+    (core picks the format by it); the uploaded name only labels messages in the page, so it
+    cannot reach a path, a parser's error text or a log.
     """
-    base = Path(name.replace("\0", "")).name.strip()
-    if base in {"", ".", ".."}:  # a name that is a folder would escape the temporary folder
-        base = "upload.csv"
+    label = Path(name.replace("\0", "").replace("\\", "/")).name.strip() or "the upload"
+    if len(content) > limits.max_bytes:
+        raise CpdecompError(
+            f"{label} is {len(content) / 2**20:,.1f} MiB; the upload limit is "
+            f"{limits.max_bytes / 2**20:,.1f} MiB", reason="too_large")
+    suffix = Path(label).suffix.lower()
+    suffix = suffix if suffix.lstrip(".") in UPLOAD_TYPES else ".csv"
     with tempfile.TemporaryDirectory(prefix="cpdecomp-upload-") as folder:
-        path = Path(folder) / base
+        path = Path(folder) / f"upload{suffix}"
         path.write_bytes(content)
-        return load_table(path)
+        return load_table(path, limits=limits, label=label)
+
+
+def _logged(read: Callable[[], Dataset], n_bytes: int) -> Dataset:
+    """Run a read, logging the event with counts and duration only (never names or values)."""
+    started = time.perf_counter()
+    try:
+        dataset = read()
+    except CpdecompError as error:
+        logger.info("upload.refused reason=%s bytes=%d seconds=%.3f", error.reason, n_bytes,
+                    time.perf_counter() - started)
+        raise
+    tables = [t for t in (dataset.train, dataset.calibration, dataset.patients) if t is not None]
+    logger.info("upload.read files=%d rows=%d columns=%d bytes=%d seconds=%.3f", len(tables),
+                sum(len(t) for t in tables), tables[0].shape[1], n_bytes,
+                time.perf_counter() - started)
+    return dataset
 
 
 def guess_target(table: pd.DataFrame) -> str | None:
-    """The last numeric column: tables usually put the outcome at the end."""
-    numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
+    """The last numeric column that varies: tables usually put the outcome at the end."""
+    numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])
+               and table[c].nunique() > 1]
     return str(numeric[-1]) if numeric else None
 
 
@@ -119,32 +186,38 @@ def load_sample(name: str) -> Dataset:
     )
 
 
-def single_upload(name: str, content: bytes) -> Dataset:
+def single_upload(name: str, content: bytes, limits: TableLimits = LIMITS) -> Dataset:
     """One uploaded table, to be split into training, calibration and patients."""
-    table = read_upload(name, content)
-    return Dataset(
-        name=Path(name).name, patients=table, digest=content_digest([content]),
-        default_target=guess_target(table), default_id=guess_id(table),
-    )
+    def read() -> Dataset:
+        table = read_upload(name, content, limits)
+        return Dataset(
+            name=Path(name).name, patients=table, digest=content_digest([content]),
+            default_target=guess_target(table), default_id=guess_id(table),
+        )
+    return _logged(read, len(content))
 
 
-def separate_uploads(files: Sequence[tuple[str, bytes]]) -> Dataset:
+def separate_uploads(files: Sequence[tuple[str, bytes]],
+                     limits: TableLimits = LIMITS) -> Dataset:
     """Training, calibration and patients files, in that order."""
     if len(files) != len(ROLES):
         raise CpdecompError("give a training, a calibration and a patients file")
-    tables = []
-    for role, (name, content) in zip(ROLES, files, strict=True):
-        try:
-            tables.append(read_upload(name, content))
-        except CpdecompError as error:
-            raise CpdecompError(f"{role} file: {error}") from error
-    train, calibration, patients = tables
-    names = " / ".join(Path(name).name for name, _ in files)
-    return Dataset(
-        name=names, patients=patients, digest=content_digest([c for _, c in files]),
-        train=train, calibration=calibration, default_target=guess_target(train),
-        default_id=guess_id(patients),
-    )
+
+    def read() -> Dataset:
+        tables = []
+        for role, (name, content) in zip(ROLES, files, strict=True):
+            try:
+                tables.append(read_upload(name, content, limits))
+            except CpdecompError as error:
+                raise CpdecompError(f"{role} file: {error}", reason=error.reason) from error
+        train, calibration, patients = tables
+        names = " / ".join(Path(name).name for name, _ in files)
+        return Dataset(
+            name=names, patients=patients, digest=content_digest([c for _, c in files]),
+            train=train, calibration=calibration, default_target=guess_target(train),
+            default_id=guess_id(patients),
+        )
+    return _logged(read, sum(len(c) for _, c in files))
 
 
 def preview(table: pd.DataFrame, rows: int = 50) -> pd.DataFrame:

@@ -8,6 +8,7 @@ import streamlit as st
 
 from app import sources, state
 from core import choose_columns, target_values
+from core.data import require_values, require_varied_target
 from core.errors import CpdecompError
 from sample_data import SAMPLES
 
@@ -31,15 +32,20 @@ def try_load(origin: tuple[str, str], load: Callable[[], sources.Dataset]) -> No
         return
     refused = st.session_state.get("refused")
     if refused and refused[0] == origin:
-        st.error(refused[1])
+        st.error(sources.markdown_text(refused[1]))
         return
     try:
         dataset = load()
     except CpdecompError as error:
         refuse(origin, str(error))
-        st.error(str(error))
+        st.error(sources.markdown_text(str(error)))
         return
     state.set_dataset(dataset, origin)
+
+
+# Streamlit's upload cap (server.maxUploadSize) is checked again here, with core's row, column
+# and cell caps, before a file is read.
+limits = sources.upload_limits(st.get_option("server.maxUploadSize"))
 
 
 if source == "sample":
@@ -51,7 +57,7 @@ elif source == "upload":
     if upload is not None:
         content = upload.getvalue()
         try_load(("upload", sources.content_digest([content])),
-                 lambda: sources.single_upload(upload.name, content))
+                 lambda: sources.single_upload(upload.name, content, limits))
     else:
         st.info("Upload a table with one row per patient: a numeric target column and feature "
                 "columns. Rows are split into training, calibration and patients to explain.")
@@ -65,7 +71,7 @@ else:
     if all(f is not None for f in files):
         contents = [(f.name, f.getvalue()) for f in files]
         try_load(("separate", sources.content_digest([c for _, c in contents])),
-                 lambda: sources.separate_uploads(contents))
+                 lambda: sources.separate_uploads(contents, limits))
     else:
         st.info("Give all three files: training rows fit the models, calibration rows set the "
                 "conformal quantile, and every patients row is explained.")
@@ -74,7 +80,7 @@ dataset = state.current_dataset()
 if dataset is None:
     st.stop()
 
-st.subheader(f"Current data: {dataset.name}")
+st.subheader(f"Current data: {sources.markdown_text(dataset.name)}")
 if dataset.description:
     st.caption(dataset.description)
 if dataset.separate:
@@ -109,9 +115,10 @@ target, id_column, features = state.chosen_columns()
 try:
     source_table = dataset.train if dataset.train is not None else dataset.patients
     choice = choose_columns(source_table, target, id_column, features)
-    target_values(source_table, target)
+    require_varied_target(target_values(source_table, target), target)
+    require_values(source_table, choice.features)
 except CpdecompError as error:
-    st.error(str(error))
+    st.error(sources.markdown_text(str(error)))
 else:
     st.success(f"Target {choice.target!r}, {len(choice.features)} features, patients named by "
                f"{choice.id_column or 'row number'}.")
