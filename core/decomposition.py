@@ -113,24 +113,37 @@ def logarithmic_mean_factor(width: FloatArray, base_width: float) -> FloatArray:
     return np.where(tiny, width, (width - base_width) / safe_gap)
 
 
+def calibration_attribution(design: Design, calibration_values: FloatArray
+                            ) -> tuple[FloatArray, FloatArray | None]:
+    """φ_C on the family's scale and its standard errors (None unless sampled).
+
+    One vector for every patient: compute it once per configuration, not once per chunk.
+    """
+    return design.apply(calibration_values), design.standard_errors(calibration_values)
+
+
 def decompose(design: Design, calibration_values: FloatArray, instance_values: FloatArray,
-              scale: Scale, units: Units, features: tuple[str, ...]) -> Decomposition:
+              scale: Scale, units: Units, features: tuple[str, ...],
+              calibration: tuple[FloatArray, FloatArray | None] | None = None) -> Decomposition:
     """Apply one design to the three games and express the result in `units`.
 
-    calibration_values: (n_coalitions,); instance_values: (n_patients, n_coalitions).
+    calibration_values: (n_coalitions,); instance_values: (n_patients, n_coalitions);
+    calibration: `calibration_attribution(design, calibration_values)` when already known.
     """
-    total_values = calibration_values[None, :] + instance_values
     n_patients = len(instance_values)
-    phi_c = np.tile(design.apply(calibration_values), (n_patients, 1))
-    phi_i = design.apply(instance_values)
-    phi_t = design.apply(total_values)
-    errors = [design.standard_errors(calibration_values), design.standard_errors(instance_values),
-              design.standard_errors(total_values)]
-    if errors[0] is not None:
-        errors[0] = np.tile(errors[0], (n_patients, 1))
-    full = total_values[:, design.full_index]
-    empty = float(total_values[0, design.empty_index]) if len(total_values) else float(
-        calibration_values[design.empty_index])
+    if calibration is None:
+        calibration = calibration_attribution(design, calibration_values)
+    phi_c = np.tile(calibration[0], (n_patients, 1))
+    # φ_I and φ_T in one pass over the games; v_T = v_C + v_I is formed inside, elementwise.
+    phi_i, phi_t = design.apply_offset(calibration_values, instance_values)
+    errors: list[FloatArray | None] = [None, None, None]
+    if design.sampled:
+        total_values = calibration_values[None, :] + instance_values
+        errors = [None if calibration[1] is None else np.tile(calibration[1], (n_patients, 1)),
+                  design.standard_errors(instance_values), design.standard_errors(total_values)]
+    full = calibration_values[design.full_index] + instance_values[:, design.full_index]
+    empty = float(calibration_values[design.empty_index]
+                  + (instance_values[0, design.empty_index] if n_patients else 0.0))
     if scale == "log" and units == "width":
         width, base_width = np.exp(full), float(np.exp(empty))
         factor = logarithmic_mean_factor(width, base_width)[:, None]

@@ -21,7 +21,13 @@ import pandas as pd
 from core.attribution import Design, build_design
 from core.attribution.groups import Groups
 from core.conformal import Family, conformal_rank
-from core.decomposition import Decomposition, Units, concatenate, decompose
+from core.decomposition import (
+    Decomposition,
+    Units,
+    calibration_attribution,
+    concatenate,
+    decompose,
+)
 from core.errors import CpdecompError
 from core.games import CalibrationGame, MaskedEvaluator, MaskingPath, instance_values
 from core.games.cache import GameCache, content_digest, shared_cache
@@ -35,6 +41,9 @@ POINT = "prediction"
 CELLS_PER_CHUNK = 1 << 20
 """(patients × coalitions) cells per chunk: a chunk's game arrays are 8 MiB each, and about ten
 are alive at once, so memory stays bounded at any d (256 patients at d = 12)."""
+
+PATIENT_GAMES_KEPT = 32
+"""Configurations (method, alpha, units, ...) whose per-patient setup is remembered."""
 
 Progress = Callable[[int, int], None]
 """Called with (patients done, patients in all) after each chunk."""
@@ -80,16 +89,19 @@ class PatientGames:
     system: ConformalSystem
     alpha: float
     q_hat: float
+    rank: int
     units: Units
     players: tuple[str, ...]
     """Names of the attributions: features, or groups of them."""
+    calibration_attribution: tuple[FloatArray, FloatArray | None]
+    """φ_C on the family's scale and its standard errors: the same for every chunk."""
 
     def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
                                                        FloatArray]:
         """(decomposition, prediction, lower, upper) for encoded patient rows."""
         v_i = instance_values(self.family, self.evaluator, rows, self.design.coalitions)
         decomposition = decompose(self.design, self.calibration_values, v_i, self.family.scale,
-                                  self.units, self.players)
+                                  self.units, self.players, self.calibration_attribution)
         comps = {name: self.evaluator.plain(name, rows) for name in self.family.components}
         self.family.check_components(comps, "patient row")
         lower, upper = self.family.interval(self.q_hat, comps)
@@ -121,6 +133,7 @@ class Explainer:
         self.cache = shared_cache() if cache is None else cache
         self._designs: dict[tuple, Design] = {}
         self._games: dict[tuple, CalibrationGame] = {}
+        self._patient_games: dict[tuple, PatientGames] = {}
 
     @property
     def n_players(self) -> int:
@@ -179,18 +192,29 @@ class Explainer:
                 f"log units apply to the log-scale families (normalized, gamma, cqr-r); "
                 f"{family.name} attributions are in width units already"
             )
-        conformal_rank(self.system.n_calibration, alpha)  # refuse an impossible alpha first
+        rank = conformal_rank(self.system.n_calibration, alpha)  # refuse an impossible alpha
         design = self.design(method, budget, groups)
         v_c = self.calibration_game(method, budget, groups).values(alpha)
         return PatientGames(family, self.evaluator, design, v_c, self.system, alpha,
-                            self.system.quantile(alpha), units, self.player_names(groups))
+                            self.system.quantile(alpha), rank, units, self.player_names(groups),
+                            calibration_attribution(design, v_c))
+
+    def _games_for(self, method: str, alpha: float, units: Units, budget: int | None,
+                   groups: Groups | None) -> PatientGames:
+        """patient_games, remembered: a dashboard explains one patient per click."""
+        key = (method, float(alpha), units, budget, groups)
+        if key not in self._patient_games:
+            if len(self._patient_games) >= PATIENT_GAMES_KEPT:
+                self._patient_games.pop(next(iter(self._patient_games)))  # the oldest
+            self._patient_games[key] = self.patient_games(method, alpha, units, budget, groups)
+        return self._patient_games[key]
 
     def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
                      units: Units = "width", budget: int | None = None, jobs: int = 1,
                      progress: Progress | None = None, chunk_size: int | None = None,
                      groups: Groups | None = None) -> Explanation:
         """Explain encoded patient rows, chunk by chunk (in parallel when jobs != 1)."""
-        games = self.patient_games(method, alpha, units, budget, groups)
+        games = self._games_for(method, alpha, units, budget, groups)
         if chunk_size is None:
             chunk_size = max(1, CELLS_PER_CHUNK // len(games.design.coalitions))
         chunks = [rows[start:start + chunk_size] for start in range(0, len(rows), chunk_size)]
@@ -209,15 +233,18 @@ class Explainer:
             done += len(chunk)
             if progress is not None:
                 progress(done, len(rows))
-        decomposition = concatenate([p[0] for p in parts])
-        prediction, lower, upper = (np.concatenate([p[i] for p in parts]) for i in (1, 2, 3))
+        if len(parts) == 1:
+            decomposition, prediction, lower, upper = parts[0]
+        else:
+            decomposition = concatenate([p[0] for p in parts])
+            prediction, lower, upper = (np.concatenate([p[i] for p in parts]) for i in (1, 2, 3))
         family = self.system.family
         base = float(np.exp(decomposition.empty_value) if family.scale == "log"
                      else decomposition.empty_value)
         return Explanation(
             decomposition=decomposition, prediction=prediction, lower=lower, upper=upper,
-            width=upper - lower, base_width=base, q_hat=self.system.quantile(alpha),
-            rank=conformal_rank(self.system.n_calibration, alpha), alpha=float(alpha),
+            width=upper - lower, base_width=base, q_hat=games.q_hat, rank=games.rank,
+            alpha=float(alpha),
             family=family.name, method=method, budget=games.design.budget,
             n_evaluations=len(games.design.coalitions),
             n_calibration=self.system.n_calibration, background_size=len(self.background),

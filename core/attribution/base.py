@@ -68,6 +68,11 @@ class Design(ABC):
         """Monte Carlo standard errors (..., n_players) of `apply(values)`; None if not sampled."""
         return None
 
+    def apply_offset(self, offset: FloatArray, values: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """(apply(values), apply(offset + values)) for games (n_games, n_coalitions) and one
+        game `offset` (n_coalitions,): the instance and total games of a cohort at once."""
+        return self.apply(values), self.apply(offset[None, :] + values)
+
     def index_of(self, members: np.ndarray) -> int:
         """Row of the coalition with exactly these members (a mask over columns)."""
         hits = np.flatnonzero((self.coalitions == members[None, :]).all(axis=1))
@@ -127,19 +132,83 @@ class Replicates:
         return out
 
 
-@njit(cache=True, parallel=True)
-def _apply_terms(values, with_index, without_index, player, weight, n_players):
-    """φ[g, j] = Σ over terms of j of w (v[g, with] − v[g, without]), one game per thread.
+GAMES_PER_BLOCK = 8
+"""Games whose values are transposed into one (coalitions × games) block: each term's indices
+and weight are then read once for 8 games, and the 8 differences are one vector operation."""
+SERIAL_BLOCKS = 1
+"""Up to this many blocks the terms run on the calling thread (no thread wake-up)."""
 
-    Each term is added on its own, in a fixed order: a player whose values never change the
-    game contributes exact zeros, and the result does not depend on how games are batched.
+
+@njit(cache=True, nogil=True)
+def _terms_block(values, offset, lo, hi, plain, shifted, with_index, without_index, player,
+                 weight):
+    """φ[g, j] = Σ over terms of j of w (v[g, with] − v[g, without]) for games lo..hi.
+
+    With a non-empty `offset` (one game over the same coalitions), `shifted` gets the same for
+    the games offset + v[g], formed here exactly as numpy would add them. Each term is added on
+    its own, in a fixed order: a player whose values never change a game contributes exact
+    zeros, and a game's result does not depend on which block it was in.
     """
-    out = np.zeros((values.shape[0], n_players))
-    for g in prange(values.shape[0]):
-        row = values[g]
-        for t in range(player.size):
-            out[g, player[t]] += weight[t] * (row[with_index[t]] - row[without_index[t]])
-    return out
+    width = hi - lo
+    n_coalitions = values.shape[1]
+    n_players = plain.shape[1]
+    block = np.empty((n_coalitions, width))
+    for c in range(n_coalitions):
+        for i in range(width):
+            block[c, i] = values[lo + i, c]
+    sums = np.zeros((n_players, width))
+    for t in range(player.size):
+        w, a, b, j = weight[t], with_index[t], without_index[t], player[t]
+        for i in range(width):
+            sums[j, i] += w * (block[a, i] - block[b, i])
+    for i in range(width):
+        for j in range(n_players):
+            plain[lo + i, j] = sums[j, i]
+    if offset.size == 0:
+        return
+    for c in range(n_coalitions):
+        for i in range(width):
+            block[c, i] = offset[c] + block[c, i]
+    sums[:] = 0.0
+    for t in range(player.size):
+        w, a, b, j = weight[t], with_index[t], without_index[t], player[t]
+        for i in range(width):
+            sums[j, i] += w * (block[a, i] - block[b, i])
+    for i in range(width):
+        for j in range(n_players):
+            shifted[lo + i, j] = sums[j, i]
+
+
+@njit(cache=True)
+def _terms_serial(values, offset, with_index, without_index, player, weight, n_players):
+    n = values.shape[0]
+    plain, shifted = np.empty((n, n_players)), np.empty((n if offset.size else 0, n_players))
+    for lo in range(0, n, GAMES_PER_BLOCK):
+        _terms_block(values, offset, lo, min(n, lo + GAMES_PER_BLOCK), plain, shifted,
+                     with_index, without_index, player, weight)
+    return plain, shifted
+
+
+@njit(cache=True, parallel=True)
+def _terms_parallel(values, offset, with_index, without_index, player, weight, n_players):
+    n = values.shape[0]
+    plain, shifted = np.empty((n, n_players)), np.empty((n if offset.size else 0, n_players))
+    n_blocks = (n + GAMES_PER_BLOCK - 1) // GAMES_PER_BLOCK
+    for block in prange(n_blocks):
+        lo = block * GAMES_PER_BLOCK
+        _terms_block(values, offset, lo, min(n, lo + GAMES_PER_BLOCK), plain, shifted,
+                     with_index, without_index, player, weight)
+    return plain, shifted
+
+
+def _apply_terms(values: FloatArray, offset: FloatArray, design: TermDesign
+                 ) -> tuple[FloatArray, FloatArray]:
+    """(φ of each game, φ of offset + each game); the second is empty without an offset."""
+    kernel = (_terms_serial if len(values) <= SERIAL_BLOCKS * GAMES_PER_BLOCK
+              else _terms_parallel)
+    indices = design.compact_terms
+    return kernel(np.ascontiguousarray(values, dtype=np.float64),
+                  np.ascontiguousarray(offset, dtype=np.float64), *indices, design.n_players)
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -157,9 +226,18 @@ class TermDesign(Design):
 
     def apply(self, values: FloatArray) -> FloatArray:
         flat, lead = as_games(values)
-        out = _apply_terms(np.ascontiguousarray(flat), self.with_index, self.without_index,
-                           self.player, self.weight, self.n_players)
-        return out.reshape((*lead, self.n_players))
+        plain, _ = _apply_terms(flat, np.empty(0), self)
+        return plain.reshape((*lead, self.n_players))
+
+    def apply_offset(self, offset: FloatArray, values: FloatArray) -> tuple[FloatArray, FloatArray]:
+        flat, _ = as_games(values)
+        return _apply_terms(flat, offset, self)
+
+    @cached_property
+    def compact_terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, FloatArray]:
+        """(with, without, player) as int32 and the weights: fewer bytes read per term."""
+        return (self.with_index.astype(np.int32), self.without_index.astype(np.int32),
+                self.player.astype(np.int32), np.ascontiguousarray(self.weight, dtype=np.float64))
 
     def weight_matrix(self) -> FloatArray:
         matrix = np.zeros((len(self.coalitions), self.n_players))

@@ -46,6 +46,9 @@ class GroupedDesign(Design):
     def apply(self, values: FloatArray) -> FloatArray:
         return self.inner.apply(values)
 
+    def apply_offset(self, offset: FloatArray, values: FloatArray) -> tuple[FloatArray, FloatArray]:
+        return self.inner.apply_offset(offset, values)
+
     def weight_matrix(self) -> FloatArray:
         return self.inner.weight_matrix()
 

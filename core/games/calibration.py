@@ -27,11 +27,15 @@ class CalibrationGame:
     def compute(cls, family: Family, evaluator: MaskedEvaluator, calibration_rows: FloatArray,
                 calibration_targets: FloatArray, coalitions: Coalitions) -> CalibrationGame:
         """Mask every component on every calibration row, score, and sort per coalition."""
-        tables = evaluator.evaluate(np.asarray(coalitions, dtype=bool), calibration_rows,
-                                    family.components)
+        # Rows × coalitions as the tables give them (the families answer elementwise); one
+        # transpose of the scores, then each coalition's n scores are sorted in place.
+        tables = evaluator.evaluate_by_row(np.asarray(coalitions, dtype=bool), calibration_rows,
+                                           family.components)
         family.check_components(tables, "masked calibration row")
-        scores = family.scores(np.asarray(calibration_targets, dtype=float)[None, :], tables)
-        return cls(family, coalitions, np.sort(scores, axis=1))
+        scores = family.scores(np.asarray(calibration_targets, dtype=float)[:, None], tables)
+        by_coalition = np.ascontiguousarray(scores.T)
+        by_coalition.sort(axis=1)
+        return cls(family, coalitions, by_coalition)
 
     def quantiles(self, alpha: float) -> FloatArray:
         """q_S for every coalition: the k-th smallest masked score, same k for every S."""

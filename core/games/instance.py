@@ -14,6 +14,7 @@ def instance_values(family: Family, evaluator: MaskedEvaluator, patients: FloatA
     """(n_patients, n_coalitions) values of the instance game."""
     if not family.instance_components:
         return np.zeros((len(patients), len(coalitions)))
-    tables = evaluator.evaluate(coalitions, patients, family.instance_components)
+    # Patients × coalitions throughout: the families answer elementwise, whatever the layout.
+    tables = evaluator.evaluate_by_row(coalitions, patients, family.instance_components)
     family.check_components(tables, "masked patient row")
-    return np.asarray(family.instance_value(tables), dtype=float).T
+    return np.asarray(family.instance_value(tables), dtype=float)

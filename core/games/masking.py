@@ -65,6 +65,7 @@ class MaskedEvaluator:
         """Rows passed to the models so far (hybrid and plain): the cost, counted."""
         self._empty_cache: dict[str, float] = {}
         self._tables: dict[str, TreeTables | None] = {}
+        self._bit_cache: dict[int, tuple[Coalitions, np.ndarray]] = {}
 
     def tables(self, name: str) -> TreeTables | None:
         """The component's tree tables over this background (built once), or None."""
@@ -90,18 +91,29 @@ class MaskedEvaluator:
     def evaluate(self, coalitions: Coalitions, rows: FloatArray,
                  names: Sequence[str]) -> dict[str, FloatArray]:
         """{name: (n_coalitions, n_rows)} masked values of the named components."""
+        by_row = self.evaluate_by_row(coalitions, rows, names)
+        return {name: np.ascontiguousarray(values.T) for name, values in by_row.items()}
+
+    def evaluate_by_row(self, coalitions: Coalitions, rows: FloatArray,
+                        names: Sequence[str]) -> dict[str, FloatArray]:
+        """{name: (n_rows, n_coalitions)}: the games' layout, one row per patient.
+
+        Tree tables produce this layout, so the games take it as it comes: no transposed copy
+        of a (patients × coalitions) array on the way to the design.
+        """
         coalitions = np.asarray(coalitions, dtype=bool)
         rows = np.asarray(rows, dtype=float)
         raw: dict[str, FloatArray] = {}
         paths = {name: self.path_of(name) for name in names}
         for name in names:
             if paths[name] == "additive":
-                raw[name] = self._additive(name, coalitions, rows)
+                raw[name] = self._additive(name, coalitions, rows).T
             elif paths[name] == "tables":
                 raw[name] = self._from_tables(name, coalitions, rows)
         brute = [name for name in names if paths[name] == "brute"]
         if brute:
-            raw.update(self._brute_force(brute, coalitions, rows))
+            raw.update({name: values.T for name, values in
+                        self._brute_force(brute, coalitions, rows).items()})
         return {name: self.components[name].finish(raw[name]) for name in names}
 
     def plain(self, name: str, rows: FloatArray) -> FloatArray:
@@ -113,15 +125,25 @@ class MaskedEvaluator:
         return component.predict(rows)
 
     def _from_tables(self, name: str, coalitions: Coalitions, rows: FloatArray) -> FloatArray:
+        """(n_rows, n_coalitions), in row chunks that bound the lattice's memory."""
         tables = self.tables(name)
         assert tables is not None
-        n_players = coalitions.shape[1]
-        chunk = max(1, LATTICE_CELLS_PER_CHUNK >> min(n_players, MAX_LATTICE_PLAYERS))
-        out = np.empty((len(coalitions), len(rows)))
+        bits = self._bits(coalitions)
+        chunk = max(1, LATTICE_CELLS_PER_CHUNK >> min(coalitions.shape[1], MAX_LATTICE_PLAYERS))
+        if len(rows) <= chunk:
+            return tables.values_by_row(rows, bits)
+        out = np.empty((len(rows), len(coalitions)))
         for start in range(0, len(rows), chunk):
-            block = rows[start:start + chunk]
-            out[:, start:start + len(block)] = tables.coalition_values(block, coalitions)
+            out[start:start + chunk] = tables.values_by_row(rows[start:start + chunk], bits)
         return out
+
+    def _bits(self, coalitions: Coalitions) -> np.ndarray:
+        """Integer bitmasks of the coalitions, remembered per design (designs are reused)."""
+        key = id(coalitions)
+        if key not in self._bit_cache or self._bit_cache[key][0] is not coalitions:
+            bits = (coalitions.astype(np.int64) << np.arange(coalitions.shape[1])).sum(axis=1)
+            self._bit_cache[key] = (coalitions, bits)  # holding the array keeps its id unique
+        return self._bit_cache[key][1]
 
     def _predict(self, name: str, rows: FloatArray) -> FloatArray:
         self.model_rows += len(rows)
