@@ -51,15 +51,24 @@ def _axis(**extra: object) -> dict:
             "automargin": True, **extra}
 
 
-def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
-    fig.update_layout(
-        template="none", font={**FONT, "color": "#222222"}, height=height, showlegend=False,
-        plot_bgcolor="white", paper_bgcolor="white",
-        margin={"l": 10, "r": 30, "t": 70 if title else 50, "b": 50},
-        title={"text": title, "x": 0, "xanchor": "left"} if title else None,
-        xaxis=_axis(), yaxis=_axis(ticklabelstandoff=6, autorange="reversed"),
-    )
-    return fig
+def _layout(height: int, title: str | None = None, **extra: object) -> dict:
+    """The common layout, as a plain dict.
+
+    Figures are built in one go from dicts: every `update_layout` call runs plotly's
+    validation and change-dispatch machinery again, which made up most of a patient switch.
+    """
+    return {
+        "template": "none", "font": {**FONT, "color": "#222222"}, "height": height,
+        "showlegend": False, "plot_bgcolor": "white", "paper_bgcolor": "white",
+        "margin": {"l": 10, "r": 30, "t": 70 if title else 50, "b": 50},
+        "title": {"text": title, "x": 0, "xanchor": "left"} if title else None,
+        "xaxis": _axis(), "yaxis": _axis(ticklabelstandoff=6, autorange="reversed"),
+        **extra,
+    }
+
+
+def _figure(traces: list[dict], layout: dict) -> go.Figure:
+    return go.Figure(data=traces, layout=layout)
 
 
 def _pattern(view: str) -> dict:
@@ -112,8 +121,9 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
             spread = 2 * np.asarray(errors[column - 1], dtype=float)[order]
             whiskers = {"type": "data", "array": spread, "visible": True, "color": "#111111",
                         "thickness": 1.2, "width": 4}
-        traces.append(go.Bar(
-            x=values[order], y=labels, orientation="h", name=TITLES[view], error_x=whiskers,
+        traces.append(dict(
+            type="bar", x=values[order], y=labels, orientation="h", name=TITLES[view],
+            error_x=whiskers,
             xaxis=f"x{suffix}", yaxis="y",
             marker={"color": COLOURS[view], "pattern": _pattern(view),
                     "line": {"color": "#111111", "width": outline}},
@@ -127,9 +137,8 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
         titles.append({"text": TITLES[view], "x": sum(domain) / 2, "y": 1.0, "xref": "paper",
                        "yref": "paper", "xanchor": "center", "yanchor": "bottom",
                        "showarrow": False, "font": {"size": 15}})
-    fig = _layout(go.Figure(traces), 120 + ROW_HEIGHT * len(features), title)
-    fig.update_layout(**axes, annotations=titles)
-    return fig
+    return _figure(traces, _layout(120 + ROW_HEIGHT * len(features), title, **axes,
+                                   annotations=titles))
 
 
 def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, end: float, *,
@@ -154,95 +163,97 @@ def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, en
     low, high = float(min(path.min(), end)), float(max(path.max(), end))
     pad = 0.25 * (high - low) if high > low else max(abs(high), 1.0) * 0.1
     text = ([f"{start:.4g}"] + [format_value(s) for s in steps[1:]] + [f"{end:.4g}"])
-    fig = go.Figure(go.Waterfall(
-        orientation="h", y=labels, x=[*steps, 0.0], measure=measure, text=text,
+    trace = dict(
+        type="waterfall", orientation="h", y=labels, x=[*steps, 0.0], measure=measure, text=text,
         textposition="outside", cliponaxis=False,
         increasing={"marker": {"color": WIDENS}}, decreasing={"marker": {"color": NARROWS}},
         totals={"marker": {"color": "#555555"}},
         connector={"line": {"color": "#999999", "dash": "dot"}},
         hovertemplate="%{y}: %{x:.4g}<extra></extra>",
-    ))
-    _layout(fig, 140 + ROW_HEIGHT * len(labels),
-            "Width waterfall: widening steps (+) and narrowing steps (−)")
-    fig.update_xaxes(range=[low - pad, high + pad], title_text=units)
-    return fig
+    )
+    layout = _layout(140 + ROW_HEIGHT * len(labels),
+                     "Width waterfall: widening steps (+) and narrowing steps (−)")
+    layout["xaxis"].update(range=[low - pad, high + pad], title={"text": units})
+    return _figure([trace], layout)
 
 
 def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float | None = None,
                     marked: float | None = None) -> go.Figure:
     """Distribution of interval widths, with the featureless width and the flag threshold."""
-    fig = go.Figure(go.Histogram(x=np.asarray(widths, dtype=float), nbinsx=30,
-                                 marker={"color": "#999999", "line": {"color": "#333333",
-                                                                      "width": 1}},
-                                 hovertemplate="width %{x}: %{y} patients<extra></extra>"))
+    trace = dict(type="histogram", x=np.asarray(widths, dtype=float), nbinsx=30,
+                 marker={"color": "#999999", "line": {"color": "#333333", "width": 1}},
+                 hovertemplate="width %{x}: %{y} patients<extra></extra>")
     lines = [(base_width, "featureless width", "dash")]
     if threshold is not None:
         lines.append((threshold, "flag threshold", "dot"))
     if marked is not None:
         lines.append((marked, "this patient", "solid"))
-    for position, label, dash in lines:
-        fig.add_vline(x=position, line={"dash": dash, "color": "#111111", "width": 2},
-                      annotation_text=label, annotation_position="top")
-    _layout(fig, 340, "Interval widths")
-    fig.update_xaxes(title_text="interval width")
-    fig.update_yaxes(title_text="patients", autorange=True)
-    return fig
+    # Vertical lines across the plot with a label on top (what add_vline draws).
+    shapes = [{"type": "line", "x0": x, "x1": x, "xref": "x", "y0": 0, "y1": 1, "yref": "paper",
+               "line": {"dash": dash, "color": "#111111", "width": 2}}
+              for x, _, dash in lines]
+    labels = [{"text": label, "x": x, "xref": "x", "y": 1, "yref": "paper",
+               "xanchor": "center", "yanchor": "bottom", "showarrow": False}
+              for x, label, _ in lines]
+    layout = _layout(340, "Interval widths", shapes=shapes, annotations=labels)
+    layout["xaxis"].update(title={"text": "interval width"})
+    layout["yaxis"].update(title={"text": "patients"}, autorange=True)
+    return _figure([trace], layout)
 
 
 def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, *,
                 view: str, units: str, title: str) -> go.Figure:
     """One attribution vector as labelled horizontal bars in the view's colour and pattern."""
     values = np.asarray(values, dtype=float)
-    fig = go.Figure(go.Bar(
-        x=values[order], y=[str(features[j]) for j in order], orientation="h",
+    trace = dict(
+        type="bar", x=values[order], y=[str(features[j]) for j in order], orientation="h",
         marker={"color": COLOURS[view], "pattern": _pattern(view),
                 "line": {"color": "#111111", "width": 0.5}},
         text=[format_value(v) for v in values[order]], textposition="outside", cliponaxis=False,
         hovertemplate="%{y}: %{x:.4g}<extra></extra>",
-    ))
+    )
     limit = _padded_limit(values)
-    _layout(fig, 140 + ROW_HEIGHT * len(features), title)
-    fig.update_xaxes(range=[-limit, limit], zeroline=True, zerolinewidth=1.5, title_text=units)
-    return fig
+    layout = _layout(140 + ROW_HEIGHT * len(features), title)
+    layout["xaxis"].update(range=[-limit, limit], zeroline=True, zerolinewidth=1.5,
+                           title={"text": units})
+    return _figure([trace], layout)
 
 
 def instance_distribution(features: Sequence[str], instance: np.ndarray, order: np.ndarray, *,
                           units: str) -> go.Figure:
     """Instance-driven attributions across patients: one box per feature."""
     instance = np.asarray(instance, dtype=float)
-    fig = go.Figure()
-    for j in order:
-        fig.add_trace(go.Box(
-            x=instance[:, j], name=str(features[j]), orientation="h", boxpoints="outliers",
-            marker={"color": COLOURS["instance"], "size": 4},
-            line={"color": "#8a5a00"}, fillcolor="rgba(230,159,0,0.35)",
-        ))
-    _layout(fig, 140 + ROW_HEIGHT * len(features), "Instance-driven attributions across patients")
-    fig.update_xaxes(zeroline=True, zerolinewidth=1.5, title_text=units)
-    return fig
+    traces = [dict(type="box", x=instance[:, j], name=str(features[j]), orientation="h",
+                   boxpoints="outliers", marker={"color": COLOURS["instance"], "size": 4},
+                   line={"color": "#8a5a00"}, fillcolor="rgba(230,159,0,0.35)")
+              for j in order]
+    layout = _layout(140 + ROW_HEIGHT * len(features),
+                     "Instance-driven attributions across patients")
+    layout["xaxis"].update(zeroline=True, zerolinewidth=1.5, title={"text": units})
+    return _figure(traces, layout)
 
 
 def sign_disagreement_bars(features: Sequence[str], calibration_vs_instance: np.ndarray,
                            total_vs_instance: np.ndarray) -> go.Figure:
     """Share of patients whose views have opposite signs, per feature, in percent."""
     names = [str(f) for f in features]
-    fig = go.Figure()
+    traces = []
     series = (
         ("calibration vs instance", calibration_vs_instance, COLOURS["calibration"], "/"),
         ("total vs instance", total_vs_instance, COLOURS["total"], "x"),
     )
     for label, shares, colour, shape in series:
         percent = 100 * np.asarray(shares, dtype=float)
-        fig.add_trace(go.Bar(
-            x=percent, y=names, orientation="h", name=label,
+        traces.append(dict(
+            type="bar", x=percent, y=names, orientation="h", name=label,
             marker={"color": colour, "pattern": {"shape": shape, "fgcolor": "white",
                                                  "fillmode": "overlay", "solidity": 0.35}},
             text=[f"{p:.0f}%" for p in percent], textposition="outside", cliponaxis=False,
             hovertemplate="%{y}: %{x:.1f}% of patients<extra>" + label + "</extra>",
         ))
-    _layout(fig, 160 + 44 * len(names), "How often the views disagree in sign")
-    fig.update_xaxes(range=[0, 115], title_text="% of patients with opposite signs")
-    fig.update_layout(barmode="group", showlegend=True,
-                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0})
-    fig.update_layout(margin={"t": 90})
-    return fig
+    layout = _layout(160 + 44 * len(names), "How often the views disagree in sign",
+                     barmode="group", showlegend=True,
+                     legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0})
+    layout["margin"]["t"] = 90
+    layout["xaxis"].update(range=[0, 115], title={"text": "% of patients with opposite signs"})
+    return _figure(traces, layout)
