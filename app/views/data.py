@@ -120,7 +120,8 @@ try:
 except CpdecompError as error:
     st.error(sources.markdown_text(str(error)))
 else:
-    st.success(f"Target {choice.target!r}, {len(choice.features)} features, patients named by "
-               f"{choice.id_column or 'row number'}.")
+    st.success(sources.markdown_text(
+        f"Target {choice.target!r}, {len(choice.features)} features, patients named by "
+        f"{choice.id_column or 'row number'}."))
     st.page_link("views/setup.py", label="Next: set up the model and run",
                  icon=":material/arrow_forward:")
