@@ -1,6 +1,8 @@
 # The cpdecomp dashboard for a hospital analytics environment: no internet at run time, a
 # read-only root filesystem, a tmpfs at /tmp and a volume at /data for the review database.
-#   docker run --read-only --tmpfs /tmp -v cpdecomp-reviews:/data -p 8501:8501 cpdecomp
+#   docker run --read-only --tmpfs /tmp:rw,nosuid,nodev,size=2g --cap-drop ALL \
+#     --security-opt no-new-privileges -v cpdecomp-reviews:/data -p 127.0.0.1:8501:8501 cpdecomp
+# README.md, "Deploying in a hospital", has the settings, sign-in and the reverse proxy.
 FROM python:3.11.14-slim-bookworm
 
 # Every writable path points into /tmp (tmpfs) or /data (the reviews volume); Streamlit sends no
