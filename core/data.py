@@ -323,9 +323,9 @@ def _check_field_lengths(table: pd.DataFrame, name: str, limits: TableLimits) ->
     """Quoted fields can hide separators from the scan; measure the parsed text too."""
     for column in table.columns:
         if pd.api.types.is_string_dtype(table[column].dtype):  # object or pandas' str
-            lengths = table[column].map(lambda v: len(v) if isinstance(v, str) else 0)
-            if len(lengths) and int(lengths.max()) > limits.max_field_bytes:
-                row = int(lengths.to_numpy().argmax())
+            lengths = table[column].str.len().fillna(0).to_numpy()  # NaN: missing, numbers
+            if len(lengths) and lengths.max() > limits.max_field_bytes:
+                row = int(lengths.argmax())
                 raise CpdecompError(
                     f"{name}: column {column!r} has a value longer than "
                     f"{limits.max_field_bytes:,} characters in {_row_name(row)}; a table cell "
