@@ -117,8 +117,10 @@ def load_table(source: str | Path | pd.DataFrame,
         started = time.perf_counter()
         size = 0
         try:
-            if not path.is_file():
+            if not path.exists():
                 raise CpdecompError(f"no such file: {path}", reason="missing")
+            if not path.is_file():  # a folder, a device such as /dev/zero, a pipe
+                raise CpdecompError(f"{path} is not a regular file", reason="missing")
             size = path.stat().st_size
             if size == 0:
                 raise CpdecompError(f"{name} is empty", reason="empty")

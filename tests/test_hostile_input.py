@@ -155,6 +155,15 @@ def test_unicode_dotted_and_spaced_names_work_end_to_end(capsys, tmp_path, exten
     assert pd.read_csv(out)["feature"].unique().tolist() == ["Größe µ/m²", "a.b c", "病棟 (ward)"]
 
 
+@pytest.mark.parametrize("source", ["/dev/zero", "folder"])
+def test_endless_devices_and_folders_are_refused_without_reading(capsys, tmp_path,
+                                                                source) -> None:
+    path = tmp_path if source == "folder" else Path(source)
+    if not path.exists():
+        pytest.skip(f"{source} does not exist here")
+    assert "is not a regular file" in refused(capsys, tmp_path, path)
+
+
 def test_control_characters_in_names_stay_on_one_line(capsys, tmp_path) -> None:
     """A file or column name with a newline or a terminal escape cannot split or colour the
     error line."""
