@@ -168,13 +168,14 @@ def _check_size(name: str, rows: int, columns: int, limits: TableLimits) -> None
             f"{name} has {columns:,} columns; the limit is {limits.max_columns:,}: keep the "
             "features, the target and the id column", reason="too_many_columns")
     if rows > limits.max_rows:
-        raise CpdecompError(f"{name} has more than {limits.max_rows:,} rows, the limit",
-                            reason="too_many_rows")
+        raise CpdecompError(
+            f"{name} has more than {limits.max_rows:,} rows, the most one file may have",
+            reason="too_many_rows")
     if rows * columns > limits.max_cells:
         raise CpdecompError(
-            f"{name} has more than {limits.max_cells:,} cells (rows x columns), the limit: "
-            f"with {columns:,} columns at most {limits.max_cells // columns:,} rows",
-            reason="too_many_cells")
+            f"{name} has more than {limits.max_cells:,} cells (rows x columns), the most one "
+            f"file may have: with {columns:,} columns, at most {limits.max_cells // columns:,} "
+            "rows", reason="too_many_cells")
 
 
 def _check_names(names: list[str], name: str) -> None:

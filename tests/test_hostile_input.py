@@ -223,7 +223,7 @@ def test_the_cell_cap_bounds_wide_and_long_tables(tmp_path) -> None:
     limits = TableLimits(max_cells=1000)
     path = tmp_path / "cells.csv"
     pd.DataFrame(np.ones((101, 10))).to_csv(path, index=False)
-    with pytest.raises(CpdecompError, match="with 10 columns at most 100 rows") as error:
+    with pytest.raises(CpdecompError, match="with 10 columns, at most 100 rows") as error:
         load_table(path, limits=limits)
     assert error.value.reason == "too_many_cells"
 
