@@ -13,6 +13,9 @@ from core.conformal import Family, conformal_rank
 from core.games.masking import MaskedEvaluator
 from core.typing import Coalitions, FloatArray
 
+CELLS_PER_CHUNK = 1 << 20
+"""(calibration rows × coalitions) masked at once: 8 MiB per component (256 rows at d = 12)."""
+
 
 class CalibrationGame:
     """Sorted masked calibration scores (n_coalitions, n) for every coalition of a design."""
@@ -26,14 +29,22 @@ class CalibrationGame:
     @classmethod
     def compute(cls, family: Family, evaluator: MaskedEvaluator, calibration_rows: FloatArray,
                 calibration_targets: FloatArray, coalitions: Coalitions) -> CalibrationGame:
-        """Mask every component on every calibration row, score, and sort per coalition."""
-        # Rows × coalitions as the tables give them (the families answer elementwise); one
-        # transpose of the scores, then each coalition's n scores are sorted in place.
-        tables = evaluator.evaluate_by_row(np.asarray(coalitions, dtype=bool), calibration_rows,
-                                           family.components)
-        family.check_components(tables, "masked calibration row")
-        scores = family.scores(np.asarray(calibration_targets, dtype=float)[:, None], tables)
-        by_coalition = np.ascontiguousarray(scores.T)
+        """Mask every component on every calibration row, score, and sort per coalition.
+
+        Rows go in chunks: only the sorted scores (n_coalitions × n) and one chunk's masked
+        components are alive at once. Tables give a chunk as rows × coalitions (the families
+        answer elementwise); its scores are written straight into the coalitions' rows.
+        """
+        coalitions = np.asarray(coalitions, dtype=bool)
+        rows = np.asarray(calibration_rows, dtype=float)
+        targets = np.asarray(calibration_targets, dtype=float)
+        by_coalition = np.empty((len(coalitions), len(rows)))
+        step = max(1, CELLS_PER_CHUNK // max(len(coalitions), 1))
+        for start in range(0, len(rows), step):
+            stop = start + step
+            tables = evaluator.evaluate_by_row(coalitions, rows[start:stop], family.components)
+            family.check_components(tables, "masked calibration row")
+            by_coalition[:, start:stop] = family.scores(targets[start:stop, None], tables).T
         by_coalition.sort(axis=1)
         return cls(family, coalitions, by_coalition)
 

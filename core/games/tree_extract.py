@@ -90,15 +90,14 @@ class _BoostingInputs:
         return cls(players, internal, known, f_idx_map)
 
 
-def _hgb_condition(node: np.void, go_left: bool, left_sets: np.ndarray,
+def _hgb_condition(node: dict, go_left: bool, left_sets: np.ndarray,
                    inputs: _BoostingInputs) -> Condition:
     """A boosting split, with the rule of scikit-learn's predictor for codes and NaN."""
-    feature = int(node["feature_idx"])
+    feature = node["feature_idx"]
     player = int(inputs.player_of[feature])
     missing_left = bool(node["missing_go_to_left"])
     if not node["is_categorical"]:
-        return Condition(player, False, float(node["num_threshold"]), missing_left, None,
-                         go_left)
+        return Condition(player, False, node["num_threshold"], missing_left, None, go_left)
     codes = np.full(N_CODES, MISSING, dtype=np.uint8)  # unknown categories count as missing
     internal = inputs.internal_code.get(player, np.arange(N_CODES))
     for code in range(N_CODES):
@@ -112,23 +111,35 @@ def _hgb_condition(node: np.void, go_left: bool, left_sets: np.ndarray,
     return Condition(player, True, 0.0, missing_left, codes, go_left)
 
 
+NODE_FIELDS = ("feature_idx", "num_threshold", "missing_go_to_left", "is_categorical",
+               "bitset_idx", "is_leaf", "left", "right", "value")
+
+
+def _hgb_nodes(nodes: np.ndarray) -> list[dict]:
+    """The predictor's node records as plain Python values: reading fields of a numpy record
+    one at a time costs microseconds each, and a forest has thousands of nodes."""
+    columns = {name: nodes[name].tolist() for name in NODE_FIELDS}
+    return [dict(zip(NODE_FIELDS, values, strict=True)) for values in
+            zip(*(columns[name] for name in NODE_FIELDS), strict=True)]
+
+
 def _hgb_leaves(model: HistGradientBoostingRegressor) -> LeafEnsemble | None:
     if model.loss not in IDENTITY_LINK_LOSSES or model.n_trees_per_iteration_ != 1:
         return None
     inputs = _BoostingInputs.of(model)
     values, paths = [], []
     for (predictor,) in model._predictors:
-        nodes = predictor.nodes
+        nodes = _hgb_nodes(predictor.nodes)
         for leaf, path in _leaf_paths(
-            lambda i, nodes=nodes: bool(nodes[i]["is_leaf"]),
-            lambda i, nodes=nodes: (int(nodes[i]["left"]), int(nodes[i]["right"])),
+            lambda i, nodes=nodes: nodes[i]["is_leaf"],
+            lambda i, nodes=nodes: (nodes[i]["left"], nodes[i]["right"]),
             lambda i, go_left, nodes=nodes, sets=predictor.raw_left_cat_bitsets: _hgb_condition(
                 nodes[i], go_left, sets, inputs),
         ):
-            values.append(float(nodes[leaf]["value"]))
+            values.append(nodes[leaf]["value"])
             paths.append(path)
     base = float(np.ravel(model._baseline_prediction)[0])
-    return LeafEnsemble(base, np.array(values), paths)
+    return LeafEnsemble(base, np.array(values, dtype=np.float64), paths)
 
 
 def _forest_leaves(design: DesignMatrix, forest: RandomForestRegressor,

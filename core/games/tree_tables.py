@@ -60,6 +60,7 @@ class TreeTables:
 
     def _flatten(self, ensemble: LeafEnsemble) -> None:
         tests: dict[tuple, int] = {}
+        test_of: dict[int, int] = {}  # by id: leaves share their path prefix's Condition objects
         test_rows: list[Condition] = []
         group_of: dict[tuple[int, ...], int] = {}
         group_players: list[tuple[int, ...]] = []
@@ -69,19 +70,21 @@ class TreeTables:
             players = tuple(sorted({c.player for c in conditions}))
             if len(players) > MAX_PATH_PLAYERS:
                 raise ValueError(f"a leaf splits on {len(players)} features; too deep to tabulate")
-            if players not in group_of:
-                group_of[players] = len(group_players)
+            group = group_of.setdefault(players, len(group_players))
+            if group == len(group_players):
                 group_players.append(players)
-            leaf_group.append(group_of[players])
+            leaf_group.append(group)
             leaf_k.append(len(players))
-            local = {p: i for i, p in enumerate(players)}
+            bit_of = {p: 1 << i for i, p in enumerate(players)}
             for c in conditions:
-                key = _test_key(c)
-                if key not in tests:
-                    tests[key] = len(test_rows)
-                    test_rows.append(c)
-                cond_test.append(tests[key])
-                cond_bit.append(1 << local[c.player])
+                test = test_of.get(id(c))
+                if test is None:
+                    test = tests.setdefault(_test_key(c), len(test_rows))
+                    if test == len(test_rows):
+                        test_rows.append(c)
+                    test_of[id(c)] = test
+                cond_test.append(test)
+                cond_bit.append(bit_of[c.player])
                 cond_go_left.append(c.go_left)
             cond_start.append(len(cond_test))
         self.tests = _test_arrays(test_rows)
@@ -95,14 +98,16 @@ class TreeTables:
         and where its 2^k tables start."""
         self.groups = _group_arrays(group_players, np.array(leaf_group, dtype=np.int64))
         """Leaves by group of path players, and each group's buffer layout and global masks."""
+        self.failures = _failure_lists(self.paths)
+        """Per test and answer, the (leaf, mask) of every condition that answer fails."""
 
     def lattice(self, rows: FloatArray) -> FloatArray:
         """(n_rows, 2^d): g_S(row) for every coalition S (bit j of the index = player j)."""
         if self.n_players > MAX_LATTICE_PLAYERS:
             raise ValueError("too many players for the full lattice; ask for coalitions")
         rows = np.ascontiguousarray(rows, dtype=np.float64)
-        arguments = (rows, self.n_players, self.base, self.tests, self.paths, self.groups,
-                     self.terms)
+        arguments = (rows, self.n_players, self.base, self.tests, self.paths, self.failures,
+                     self.groups, self.terms)
         if len(rows) <= SERIAL_ROWS:
             return _lattice_serial(*arguments)
         return _lattice_parallel(*arguments, _blocks(len(rows)))
@@ -156,17 +161,41 @@ def _test_arrays(conditions: list[Condition]) -> tuple:
             np.array([c.single_precision for c in conditions], dtype=np.bool_))
 
 
+def _failure_lists(paths: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Conditions listed by the answer that fails them: slot 2u + a holds every condition on
+    test u that a row answering a (1 = goes left) fails, as (leaf, mask that clears its bit).
+
+    A row then clears only the bits its answers fail (about half of all conditions), with no
+    test of a condition against its answer.
+    """
+    leaf_k, cond_start, cond_test, cond_bit, cond_go_left, _ = paths
+    cond_leaf = np.repeat(np.arange(leaf_k.size, dtype=np.int64), np.diff(cond_start))
+    slot = 2 * cond_test + (~cond_go_left).astype(np.int64)
+    order = np.argsort(slot, kind="stable")
+    n_slots = 2 * (int(cond_test.max(initial=-1)) + 1)
+    starts = np.concatenate([[0], np.cumsum(np.bincount(slot, minlength=n_slots))])
+    full = (np.int64(1) << leaf_k) - 1
+    return starts.astype(np.int64), cond_leaf[order], ~cond_bit[order], full
+
+
 def _group_arrays(group_players: list[tuple[int, ...]], leaf_group: np.ndarray) -> tuple:
     """Leaves sorted by group, each group's buffer offset, k and global mask of every subset."""
     group_k = np.array([len(p) for p in group_players], dtype=np.int64)
-    group_start = np.concatenate([[0], np.cumsum(1 << group_k)]).astype(np.int64)
-    global_masks = np.zeros(int(group_start[-1]), dtype=np.int64)
+    sizes = np.int64(1) << group_k
+    group_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    # All groups at once: entry e is local subset `local[e]` of group `owner[e]`; its global
+    # mask gets player p_i(owner) for every local bit i that is set.
+    owner = np.repeat(np.arange(len(group_players)), sizes)
+    local = np.arange(int(group_start[-1]), dtype=np.int64) - group_start[owner]
+    padded = np.full((len(group_players), max(int(group_k.max(initial=0)), 1)), -1,
+                     dtype=np.int64)
     for g, players in enumerate(group_players):
-        local = np.arange(1 << len(players))
-        bits = np.zeros(local.size, dtype=np.int64)
-        for i, p in enumerate(players):
-            bits |= ((local >> i) & 1) << p
-        global_masks[group_start[g]:group_start[g + 1]] = bits
+        padded[g, :len(players)] = players
+    global_masks = np.zeros(local.size, dtype=np.int64)
+    for i in range(padded.shape[1]):
+        player = padded[owner, i]
+        set_bit = ((local >> i) & 1).astype(bool) & (player >= 0)
+        global_masks[set_bit] |= np.int64(1) << player[set_bit]
     group_leaves = np.argsort(leaf_group, kind="stable").astype(np.int64)
     counts = np.bincount(leaf_group, minlength=len(group_players))
     group_leaf_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -206,6 +235,17 @@ def _reach(answers, leaf, paths):
         # branch-free: which way the row goes is unpredictable
         reach &= ~(cond_bit[c] * (answers[cond_test[c]] != cond_go_left[c]))
     return reach
+
+
+@njit(cache=True, nogil=True)
+def _reach_all(answers, failures, reach):
+    """A_L of every leaf (local bitmasks): start full, clear the bits the answers fail."""
+    (starts, leaf, clear, full) = failures
+    reach[:] = full
+    for u in range(answers.size):
+        slot = 2 * u + answers[u]
+        for e in range(starts[slot], starts[slot + 1]):
+            reach[leaf[e]] &= clear[e]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -345,22 +385,23 @@ def _subset_sums(lattice, size):
 
 
 @njit(cache=True, nogil=True)
-def _lattice_block(rows, lo, hi, out, base, tests, paths, groups, terms):
+def _lattice_block(rows, lo, hi, out, base, tests, paths, failures, groups, terms):
     """Rows lo..hi of the lattice, with one answer array and one group buffer for all."""
     (group_leaves, group_leaf_start, group_start, group_k, group_global) = groups
     answers = np.empty(tests[0].size, dtype=np.bool_)
+    reach = np.empty(paths[0].size, dtype=np.int64)
     buffer = np.zeros(1 << group_k.max())
     table_start = paths[5]
     for r in range(lo, hi):
         _answers(rows[r], tests, answers)
+        _reach_all(answers, failures, reach)
         lattice = out[r]
         lattice[:] = 0.0
         for g in range(group_k.size):
             size = 1 << group_k[g]
             for i in range(group_leaf_start[g], group_leaf_start[g + 1]):
                 leaf = group_leaves[i]
-                _add_reached_terms(buffer, 0, _reach(answers, leaf, paths), terms,
-                                   table_start[leaf])
+                _add_reached_terms(buffer, 0, reach[leaf], terms, table_start[leaf])
             _mobius(buffer, size)
             offset = group_start[g]
             for mask in range(size):
@@ -372,19 +413,19 @@ def _lattice_block(rows, lo, hi, out, base, tests, paths, groups, terms):
 
 
 @njit(cache=True)
-def _lattice_serial(rows, n_players, base, tests, paths, groups, terms):
+def _lattice_serial(rows, n_players, base, tests, paths, failures, groups, terms):
     out = np.empty((rows.shape[0], 1 << n_players))
-    _lattice_block(rows, 0, rows.shape[0], out, base, tests, paths, groups, terms)
+    _lattice_block(rows, 0, rows.shape[0], out, base, tests, paths, failures, groups, terms)
     return out
 
 
 @njit(cache=True, parallel=True)
-def _lattice_parallel(rows, n_players, base, tests, paths, groups, terms, n_blocks):
+def _lattice_parallel(rows, n_players, base, tests, paths, failures, groups, terms, n_blocks):
     n = rows.shape[0]
     out = np.empty((n, 1 << n_players))
     for block in prange(n_blocks):
         _lattice_block(rows, block * n // n_blocks, (block + 1) * n // n_blocks, out, base,
-                       tests, paths, groups, terms)
+                       tests, paths, failures, groups, terms)
     return out
 
 
