@@ -13,6 +13,7 @@ import logging
 import re
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,20 +41,33 @@ def upload_limits(max_upload_mb: int | float) -> TableLimits:
 
 
 class WithoutPatientData(logging.Filter):
-    """Keep a log record's message, drop its exception: Streamlit's Arrow fallback attaches
-    pyarrow's conversion error, which quotes the cell that failed (patient data)."""
+    """Keep a log record's message and the failing code's place; drop the exception's text.
+
+    Streamlit's Arrow fallback attaches pyarrow's conversion error, which quotes the cell that
+    failed, and Streamlit logs an exception that escapes a script or a widget callback with
+    its message (ours, pandas', a database driver's), which can quote patient data.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info or record.exc_text:
-            record.exc_info, record.exc_text = None, None
+        if record.exc_info and record.exc_info[1] is not None:
+            kind, _, trace = record.exc_info
+            record.msg = (f"{record.getMessage()} [{kind.__name__ if kind else 'exception'}; "
+                          "its message is not logged: it can quote patient data]\n"
+                          + "".join(traceback.format_tb(trace)))
+            record.args = None
+        record.exc_info, record.exc_text = None, None
         return True
 
 
+STREAMLIT_LOGGERS_WITH_EXCEPTIONS = ("streamlit.dataframe_util", "streamlit.error_util")
+
+
 def keep_patient_data_out_of_streamlit_logs() -> None:
-    """Install the filter on Streamlit's dataframe conversion logger (idempotent)."""
-    conversion = logging.getLogger("streamlit.dataframe_util")
-    if not any(isinstance(f, WithoutPatientData) for f in conversion.filters):
-        conversion.addFilter(WithoutPatientData())
+    """Install the filter on Streamlit's loggers that attach exceptions (idempotent)."""
+    for name in STREAMLIT_LOGGERS_WITH_EXCEPTIONS:
+        log = logging.getLogger(name)
+        if not any(isinstance(f, WithoutPatientData) for f in log.filters):
+            log.addFilter(WithoutPatientData())
 
 
 keep_patient_data_out_of_streamlit_logs()  # every page imports this module via app.state

@@ -183,6 +183,38 @@ def test_streamlits_arrow_fallback_would_log_the_cell_and_is_stopped(every_log) 
     assert every_log and not any(MARKER in rendered(r) for r in every_log)
 
 
+def test_an_exception_escaping_a_script_is_logged_without_its_message(every_log) -> None:
+    """Streamlit logs an exception that escapes a page or a widget callback (main.py catches
+    the pages' own) with its message; the filter keeps its type and place only."""
+    from streamlit import error_util
+
+    from app import sources
+
+    def failing_callback() -> None:
+        raise ValueError(f"value {MARKER} is too long for the column")
+
+    try:
+        failing_callback()
+    except ValueError as error:
+        escaped = error
+    handler = logging.getLogger("streamlit.error_util")
+    filters = [f for f in handler.filters if isinstance(f, sources.WithoutPatientData)]
+    assert filters, "app.sources installs the filter when it is imported"
+    for f in filters:
+        handler.removeFilter(f)
+    try:
+        error_util._log_uncaught_app_exception(escaped)
+        assert any(MARKER in rendered(r) for r in every_log), "the leak this guards against"
+    finally:
+        for f in filters:
+            handler.addFilter(f)
+    every_log.clear()
+    error_util._log_uncaught_app_exception(escaped)
+    assert not any(MARKER in rendered(r) for r in every_log)
+    assert any("ValueError" in r.getMessage() and "failing_callback" in r.getMessage()
+               for r in every_log)
+
+
 # --------------------------------------------------------------------------- a real server
 
 
