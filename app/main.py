@@ -10,10 +10,15 @@ import logging
 import traceback
 
 import streamlit as st
+from streamlit.logger import get_logger
 
 from app import state
+from app.sources import markdown_text
 from core.errors import CpdecompError
 
+# Streamlit's handler and level (logger.level) for our own event logs (`upload.read rows=…`),
+# so they reach the server's log beside Streamlit's; they carry counts and durations only.
+get_logger("cpdecomp")
 logger = logging.getLogger("cpdecomp.app")
 
 st.set_page_config(page_title="cpdecomp: why is this interval wide?", page_icon="📏",
@@ -35,12 +40,12 @@ with st.sidebar:
     st.markdown("**cpdecomp** · why is this conformal interval wide?")
     dataset = state.current_dataset()
     if dataset is not None:
-        st.caption(f"Data: {dataset.name}")
+        st.caption(f"Data: {markdown_text(dataset.name)}")
     run = st.session_state.get("last_run")
     if run is not None:
         st.caption(
             f"Last run: {run.options.model}, {run.options.family}, α = {run.alpha:g}, "
-            f"{run.method} on {run.dataset_name}"
+            f"{run.method} on {markdown_text(run.dataset_name)}"
         )
     else:
         st.caption("No results yet: choose data, then press Run on Setup.")
@@ -48,7 +53,7 @@ with st.sidebar:
 try:
     page.run()
 except CpdecompError as error:  # bad input that reached a page: say what is wrong
-    st.error(str(error))
+    st.error(markdown_text(str(error)))
 except Exception as error:  # a bug: keep the app usable and the log free of patient data
     # Exception messages (ours, pandas', scikit-learn's) can quote uploaded cell values, so the
     # log gets the type and the code path only. Streamlit's stop and rerun signals are

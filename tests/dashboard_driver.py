@@ -28,6 +28,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-component-update", "--disable-sync"]
 START_TIMEOUT = 60
 STEP_TIMEOUT = 30_000  # ms, per browser wait
+RUN_TIMEOUT = 180_000  # ms, for Run: fitting on a machine shared with other test workers
 
 
 def browser_missing() -> str | None:
@@ -144,7 +145,7 @@ def run_current_data(page) -> None:
     open_page(page, "Setup")
     page.locator(".st-key-run button").click()
     expect(page.get_by_text(re.compile(r"Results for \d+ patients"))).to_be_visible(
-        timeout=STEP_TIMEOUT)
+        timeout=RUN_TIMEOUT)
 
 
 def run_sample(page, url: str, sample: str | None = None) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import streamlit as st
 
 from app import auth, cases, export, state, summaries, widgets
 from app.reviews import ReviewStore
 from core.errors import CpdecompError
+
+logger = logging.getLogger("cpdecomp.app.queue")  # a page runs as __main__
 
 st.title("Review queue")
 # With sign-in configured, the queue (its notes name patients) is for signed-in users only, and
@@ -135,6 +139,11 @@ def save(status: str) -> None:
                      reviewer=reviewer, label=results.config.dataset_name)
     except CpdecompError as error:
         st.session_state["review_message"] = ("error", str(error))
+        return
+    except Exception as error:  # a bug: callbacks run outside main.py's handler
+        logger.error("saving a review failed with %s", type(error).__name__)
+        st.session_state["review_message"] = (
+            "error", f"The review could not be saved ({type(error).__name__}); please retry.")
         return
     st.session_state["review_note"] = ""
     st.session_state["review_message"] = ("success", f"Case {patient} marked {status}.")

@@ -6,12 +6,12 @@ import logging
 
 import streamlit as st
 
-from app import state
+from app import sources, state
 from core import FAMILIES, MODELS
 from core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
 from core.errors import CpdecompError
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cpdecomp.app.setup")  # a page runs as __main__
 
 st.title("Setup")
 dataset = state.current_dataset()
@@ -23,8 +23,10 @@ if dataset is None:
 target, id_column, features = state.chosen_columns()
 n_features = len(features) if features else len(
     [c for c in dataset.columns if c not in (target, id_column)])
-st.caption(f"Data: {dataset.name} · target {target!r} · {n_features} features · patients "
-           f"named by {id_column or 'row number'}")
+# Names come from the uploaded file: shown as written, never as Markdown.
+st.caption(sources.markdown_text(
+    f"Data: {dataset.name} · target {target!r} · {n_features} features · patients named by "
+    f"{id_column or 'row number'}"))
 
 
 def method_changed() -> None:
@@ -111,7 +113,7 @@ if st.button("Run", key="run", type="primary", icon=":material/play_arrow:"):
         if failure is not None:
             status.update(label="Could not compute", state="error", expanded=False)
     if failure is not None:
-        st.error(failure)
+        st.error(sources.markdown_text(failure))
     else:
         state.remember_run(config, dataset, timings)
         st.rerun()  # draw the page (and the sidebar, drawn before it) with the new results
@@ -121,8 +123,9 @@ if run is not None:
     done = state.results(units="width")
     if done is not None:
         n = len(done.report.patient_ids)
-        st.success(f"Results for {n} patients ({run.dataset_name}; {run.options.model}, "
-                   f"{run.options.family}, α = {run.alpha:g}, {run.method}).")
+        st.success(f"Results for {n} patients ({sources.markdown_text(run.dataset_name)}; "
+                   f"{run.options.model}, {run.options.family}, α = {run.alpha:g}, "
+                   f"{run.method}).")
         if done.study.warnings:
             st.warning("\n".join(f"- {w}" for w in done.study.warnings))
         timings = st.session_state.get("run_timings") or {}
