@@ -31,6 +31,9 @@ from core.typing import FloatArray
 MAX_LATTICE_PLAYERS = 16
 MAX_PATH_PLAYERS = 20
 """A leaf whose path uses more players than this is refused (2^k tables per leaf)."""
+HOST_EXTRA_PLAYERS = 1
+"""A group of leaves may join a group with this many more players (see _host_groups); more
+cut the groups further but enlarge the fill as much as they save (measured at d = 12)."""
 SERIAL_ROWS = 2
 """Up to this many rows the kernels run on the calling thread (no thread wake-up)."""
 BLOCKS_PER_THREAD = 4
@@ -62,14 +65,18 @@ class TreeTables:
         tests: dict[tuple, int] = {}
         test_of: dict[int, int] = {}  # by id: leaves share their path prefix's Condition objects
         test_rows: list[Condition] = []
+        path_players = [tuple(sorted({c.player for c in conditions}))
+                        for conditions in ensemble.conditions]
+        if any(len(players) > MAX_PATH_PLAYERS for players in path_players):
+            deepest = max(len(players) for players in path_players)
+            raise ValueError(f"a leaf splits on {deepest} features; too deep to tabulate")
+        host = _host_groups(path_players)
         group_of: dict[tuple[int, ...], int] = {}
         group_players: list[tuple[int, ...]] = []
         leaf_group, leaf_k, cond_start = [], [], [0]
         cond_test, cond_bit, cond_go_left = [], [], []
-        for conditions in ensemble.conditions:
-            players = tuple(sorted({c.player for c in conditions}))
-            if len(players) > MAX_PATH_PLAYERS:
-                raise ValueError(f"a leaf splits on {len(players)} features; too deep to tabulate")
+        for conditions, own in zip(ensemble.conditions, path_players, strict=True):
+            players = host[own]
             group = group_of.setdefault(players, len(group_players))
             if group == len(group_players):
                 group_players.append(players)
@@ -140,6 +147,32 @@ class TreeTables:
         """(n_coalitions, n_rows) masked predictions for boolean coalition masks."""
         bits = (coalitions.astype(np.int64) << np.arange(self.n_players)).sum(axis=1)
         return np.ascontiguousarray(self.values_by_row(rows, bits).T)
+
+
+def _host_groups(path_players: list[tuple[int, ...]]) -> dict[tuple[int, ...], tuple[int, ...]]:
+    """For each set of path players F, the players F' ⊇ F its leaves are tabulated over.
+
+    Every group of leaves costs a Möbius transform and a scatter per row, whatever its number
+    of leaves, and most groups hold one to three leaves. A leaf may equally be tabulated over a
+    superset F' of its own players: a player of F' it never splits on is always 'reached', so
+    its table just repeats along that player (exactly, as the superset sums copy the counts).
+    So a group joins a group with at most HOST_EXTRA_PLAYERS more players (the smallest such),
+    trading a larger fill of its leaves for one transform fewer: at d = 12, 834 groups become
+    345, and a row's lattice costs ~15 % less. Larger sets are kept first.
+    """
+    host: dict[tuple[int, ...], tuple[int, ...]] = {}
+    kept: list[tuple[int, int, tuple[int, ...]]] = []  # (mask, size, players)
+    for players in sorted(set(path_players), key=len, reverse=True):
+        mask = sum(1 << p for p in players)
+        chosen = min(((size, other) for other_mask, size, other in kept
+                      if other_mask & mask == mask and size - len(players) <= HOST_EXTRA_PLAYERS),
+                     default=None)
+        if chosen is None:
+            kept.append((mask, len(players), players))
+            host[players] = players
+        else:
+            host[players] = chosen[1]
+    return host
 
 
 def _blocks(n_rows: int) -> int:
