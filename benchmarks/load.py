@@ -7,8 +7,10 @@ For each N a fresh `streamlit run app/main.py` server starts (empty caches, as a
 and N browser contexts in one headless chromium (each its own Streamlit session, as N people
 with N tabs) do at the same time what a clinician does: open the dashboard on the bundled
 diabetes sample, press Run, open the Patient page, and step through different patients (session
-i starts at patient 7·i, so no two look at the same patients). Every session works through a
-real websocket with Streamlit's real reruns.
+i starts at patient 7·i, so no two look at the same patients). The sessions press Run at the
+same moment, and start switching patients together once every one has its results, so the
+switch latencies are those of N people clicking at once. Every session works through a real
+websocket with Streamlit's real reruns.
 
 Measured per session: Run (press → "Results for" on screen: model fit, calibration game and the
 cohort, or the shared cache after the first session), and each patient switch (choosing the
@@ -73,6 +75,12 @@ def memory_kib(pid: int, key: str) -> int:
     raise KeyError(key)
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a running process (its own threads, not its children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def settle(page) -> None:
     """Wait until the rerun that the last action started has finished drawing."""
     await page.wait_for_timeout(300)  # the rerun request is sent asynchronously
@@ -85,13 +93,16 @@ async def open_page(page, name: str) -> None:
     await settle(page)
 
 
-async def one_session(browser, url: str, index: int, switches: int) -> SessionTimes:
-    """One clinician: run the sample, then step through `switches` patients of their own."""
+async def one_session(browser, url: str, index: int, switches: int,
+                      together: asyncio.Barrier) -> SessionTimes:
+    """One clinician: run the sample, wait for the others, then step through `switches`
+    patients of their own, so the switches of all N sessions overlap."""
     from playwright.async_api import expect
 
     times = SessionTimes()
     context = await browser.new_context(viewport={"width": 1400, "height": 1400})
     page = await context.new_page()
+    waited = False
     try:
         await page.goto(url)
         await expect(page.get_by_text("Current data: sample")).to_be_visible(
@@ -105,6 +116,8 @@ async def one_session(browser, url: str, index: int, switches: int) -> SessionTi
         await open_page(page, "Patient")
         heading = page.get_by_text("Why is patient")
         await expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
+        waited = True
+        await together.wait()
         box = page.locator(".st-key-patient [role='combobox']")
         for step in range(switches):
             await settle(page)
@@ -120,6 +133,8 @@ async def one_session(browser, url: str, index: int, switches: int) -> SessionTi
             times.switches.append(time.perf_counter() - start)
     except Exception as error:  # a session that fails is reported, not hidden
         times.error = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+        if not waited:
+            await together.wait()  # the others must not wait for it forever
     finally:
         await context.close()
     return times
@@ -128,11 +143,12 @@ async def one_session(browser, url: str, index: int, switches: int) -> SessionTi
 async def run_sessions(url: str, sessions: int, switches: int) -> list[SessionTimes]:
     from playwright.async_api import async_playwright
 
+    together = asyncio.Barrier(sessions)
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             return list(await asyncio.gather(
-                *(one_session(browser, url, i, switches) for i in range(sessions))))
+                *(one_session(browser, url, i, switches, together) for i in range(sessions))))
         finally:
             await browser.close()
 
@@ -145,10 +161,17 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
     with streamlit_server(environment, folder / f"server-{sessions}.log") as (url, server):
         time.sleep(1.0)
         idle = memory_kib(server.pid, "VmRSS")
+        server_before, children_before = process_cpu(server.pid), os.times()
         started = time.perf_counter()
+        # Playwright's driver and chromium are children of this process and have exited (and
+        # been waited for) when this returns: their CPU is in os.times()'s children fields.
         results = asyncio.run(run_sessions(url, sessions, switches))
         wall = time.perf_counter() - started
+        children_after = os.times()
+        server_cpu = process_cpu(server.pid) - server_before
         peak = memory_kib(server.pid, "VmHWM")
+    browser_cpu = (children_after.children_user + children_after.children_system
+                   - children_before.children_user - children_before.children_system)
     switch_times = [t for result in results for t in result.switches]
     runs = [result.run for result in results if result.run is not None]
     errors = [result.error for result in results if result.error]
@@ -164,6 +187,7 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
         "max": fmt(ms, 100),
         "Run p50 / max (s)": (f"{statistics.median(runs):.1f} / {max(runs):.1f}"
                               if runs else "–"),
+        "CPU s: server / browsers": f"{server_cpu:.0f} / {browser_cpu:.0f}",
         "server RSS idle → peak (MiB)": f"{idle / 1024:,.0f} → {peak / 1024:,.0f}",
         "failed sessions": str(len(errors)) + (f" ({errors[0]})" if errors else ""),
     }
@@ -210,10 +234,13 @@ def main(argv: list[str] | None = None) -> int:
         "* Each row: a fresh server with empty caches; N browser contexts at once, each "
         "running the diabetes sample with the default setup (gbm, normalized, exact Shapley) "
         f"and then switching patient {args.switches} times, on patients of its own.",
-        "* Switch = choosing a patient → the new heading on screen, in the browser. Run = "
-        "pressing Run → results on screen (the first session fits and computes; later ones "
-        "find the fitted system and the calibration game cached).",
+        "* Run = pressing Run → results on screen, all N at once (one fit and one calibration "
+        "game are shared through the caches). Switch = choosing a patient → the new heading "
+        "on screen, all N sessions switching at the same time after every Run is done.",
         "* Server memory: resident set once idle, and the kernel's high-water mark (VmHWM).",
+        "* CPU: the dashboard server's, and that of chromium (all its processes) with "
+        "Playwright's driver, over the row. On a real deployment the browsers run on the "
+        "clinicians' computers; here they take their share of the same two cores.",
         "",
         *markdown(rows),
         "",
