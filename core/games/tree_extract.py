@@ -53,6 +53,8 @@ class LeafEnsemble:
     base: float
     values: np.ndarray
     conditions: list[list[Condition]]
+    trees: np.ndarray
+    """Tree of each leaf (leaves come tree by tree, each tree's in depth-first order)."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,8 @@ def _hgb_leaves(model: HistGradientBoostingRegressor) -> LeafEnsemble | None:
     if model.loss not in IDENTITY_LINK_LOSSES or model.n_trees_per_iteration_ != 1:
         return None
     inputs = _BoostingInputs.of(model)
-    values, paths = [], []
-    for (predictor,) in model._predictors:
+    values, paths, trees = [], [], []
+    for tree, (predictor,) in enumerate(model._predictors):
         nodes = _hgb_nodes(predictor.nodes)
         for leaf, path in _leaf_paths(
             lambda i, nodes=nodes: nodes[i]["is_leaf"],
@@ -138,13 +140,14 @@ def _hgb_leaves(model: HistGradientBoostingRegressor) -> LeafEnsemble | None:
         ):
             values.append(nodes[leaf]["value"])
             paths.append(path)
+            trees.append(tree)
     base = float(np.ravel(model._baseline_prediction)[0])
-    return LeafEnsemble(base, np.array(values, dtype=np.float64), paths)
+    return LeafEnsemble(base, np.array(values, dtype=np.float64), paths, np.array(trees))
 
 
 def _forest_leaves(design: DesignMatrix, forest: RandomForestRegressor,
                    leaf_values: list[np.ndarray] | None = None) -> LeafEnsemble:
-    values, paths = [], []
+    values, paths, trees = [], [], []
     n_trees = len(forest.estimators_)
     for t, estimator in enumerate(forest.estimators_):
         tree = estimator.tree_
@@ -157,7 +160,8 @@ def _forest_leaves(design: DesignMatrix, forest: RandomForestRegressor,
         ):
             values.append(float(table[leaf]) / n_trees)  # the forest averages its trees
             paths.append(path)
-    return LeafEnsemble(0.0, np.array(values), paths)
+            trees.append(t)
+    return LeafEnsemble(0.0, np.array(values), paths, np.array(trees))
 
 
 def _design_condition(design: DesignMatrix, column: int, threshold: float,
