@@ -21,8 +21,8 @@ from pathlib import Path
 import pandas as pd
 
 from core import load_table
-from core.data import LIMITS, TableLimits
 from core.errors import CpdecompError
+from core.tables import LIMITS, TableLimits
 from sample_data import SAMPLES
 
 logger = logging.getLogger("cpdecomp.app.upload")

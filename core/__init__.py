@@ -22,12 +22,13 @@ if "NUMBA_CACHE_DIR" not in os.environ and not os.access(
 
 from core.attribution import METHODS, build_design
 from core.conformal import FAMILIES, conformal_rank, get_family, minimum_calibration_size
-from core.data import choose_columns, load_table, split_rows, target_values
+from core.data import choose_columns, split_rows, target_values
 from core.decomposition import Decomposition
 from core.errors import CpdecompError
 from core.explainer import Explainer, Explanation
 from core.models import MODELS
 from core.system import ConformalSystem, FittedSystem, fit_system, system_from_functions
+from core.tables import load_table
 from core.workflow import Report, Study, StudyOptions, prepare_study
 
 __all__ = [

@@ -20,13 +20,14 @@ import joblib
 
 from core.attribution import METHOD_BUDGETS, METHODS, build_design
 from core.conformal import FAMILIES, alpha_fraction
-from core.data import load_table, parse_split
+from core.data import parse_split
 from core.errors import CpdecompError
 from core.games import MASKING_PATHS
 from core.games.cache import CACHE_DIR_ENV, shared_cache
 from core.models import MODELS
 from core.output import output_format, write_report
 from core.progress import ProgressBar
+from core.tables import load_table
 from core.workflow import StudyOptions, prepare_study
 
 EXIT_BAD_INPUT = 2

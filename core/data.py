@@ -1,35 +1,26 @@
-"""Reading tables, choosing columns, encoding features as numbers, and splitting rows.
+"""Choosing columns, encoding features as numbers, and splitting rows (reading files is
+`core.tables`).
 
 Every feature (an original column) is one player. Numeric columns stay as they are (NaN for
 missing); string columns become integer category codes (NaN for missing or unseen), so masking
 works on one float matrix whatever the column types, and the models expand codes as they need.
 
-Files are untrusted: reading is capped (`TableLimits`: bytes, rows, columns, cells, the longest
-field, a Parquet file's decompressed size), text must be UTF-8, and a refusal names the line,
-row or column but never quotes a cell or a byte. Nothing is unpickled. The log gets event
-names, counts and durations only.
+Messages name rows and columns, never a cell's value: cells are patient data.
 """
 
 from __future__ import annotations
 
-import codecs
 import difflib
-import logging
 import math
-import re
-import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from core.errors import CpdecompError
+from core.tables import is_missing, row_name
 from core.typing import FloatArray
-
-logger = logging.getLogger("cpdecomp.data")
 
 MAX_CATEGORIES = 250
 """Above this many distinct strings a column is an identifier, not a category."""
@@ -37,351 +28,8 @@ MAX_CATEGORIES = 250
 MIN_ROWS_FOR_IDENTIFIER = 20
 """A text column unique on at least this many rows is an identifier, not a category."""
 
-MAX_FILE_BYTES = 256 * 2**20
-"""A file larger than this is refused before it is read (the dashboard uses its upload cap)."""
-
-MAX_ROWS = 1_000_000
-"""More patients than one study fits in memory on a shared server; reading stops here."""
-
-MAX_COLUMNS = 1_000
-"""A wider table is refused from its header, before any row is read."""
-
-MAX_CELLS = 20_000_000
-"""Rows x columns (160 MB as floats): 1,000 columns allow 20,000 rows. Reading stops here."""
-
-MAX_FIELD_BYTES = 131_072
-"""The longest cell (Python's csv default): a longer one is a pasted document, not a feature."""
-
-MAX_DECODED_BYTES = 2**30
-"""A Parquet file's data once decompressed (its footer says): a compression bomb stops here."""
-
 SHARE_NUMERIC_FOR_NUMBERS = 0.9
 """A text column with at least this share of numbers is numeric with typos, not categories."""
-
-MISSING_TOKENS = ["", "?", "NA", "N/A", "n/a", "na", "NaN", "nan", "null", "NULL", "None", "-"]
-
-
-@dataclass(frozen=True)
-class TableLimits:
-    """What one file may cost to read: bytes, rows, columns, cells and the longest field.
-
-    The caps bound memory and time whatever the file holds; each refusal names the cap.
-    """
-
-    max_bytes: int = MAX_FILE_BYTES
-    max_rows: int = MAX_ROWS
-    max_columns: int = MAX_COLUMNS
-    max_cells: int = MAX_CELLS
-    max_field_bytes: int = MAX_FIELD_BYTES
-    max_decoded_bytes: int = MAX_DECODED_BYTES
-
-
-LIMITS = TableLimits()
-
-SIGNATURES = {
-    b"\x89PNG": "a PNG image",
-    b"\xff\xd8\xff": "a JPEG image",
-    b"%PDF": "a PDF document",
-    b"PK\x03\x04": "a ZIP archive (an Excel .xlsx workbook is one: save it as CSV)",
-    b"\xd0\xcf\x11\xe0": "an old Excel .xls workbook (save it as CSV)",
-    b"\x1f\x8b": "a gzip archive (unpack it first)",
-    b"PAR1": "a Parquet file (give it the extension .parquet)",
-    b"SQLite format 3": "an SQLite database",
-    b"\x80\x04\x95": "a Python pickle (never read, for safety)",
-    b"\xff\xfe": "UTF-16 text (save it as UTF-8 CSV)",
-    b"\xfe\xff": "UTF-16 text (save it as UTF-8 CSV)",
-}
-"""Starts of files that people upload by mistake, to say what the file is instead."""
-
-SCAN_CHUNK_BYTES = 8 * 2**20
-
-
-def load_table(source: str | Path | pd.DataFrame,
-               text_columns: Sequence[str] = (), *,
-               limits: TableLimits | None = None, label: str | None = None) -> pd.DataFrame:
-    """Read a CSV or Parquet file (by extension; CSV otherwise), refusing what is not a table.
-
-    `text_columns` are read verbatim (an id like 00042 keeps its zeros). Text must be UTF-8
-    (a byte-order mark is allowed). `limits` caps what reading may cost; `label` names the file
-    in messages (default: its name). Refusals never quote the file's contents.
-    """
-    limits = limits or LIMITS
-    if isinstance(source, pd.DataFrame):
-        table = source
-        name = label or "the table"
-        _check_shape(table, name, limits)
-    else:
-        path = Path(source)
-        name = label or path.name
-        kind = "parquet" if path.suffix.lower() in {".parquet", ".pq"} else "csv"
-        started = time.perf_counter()
-        size = 0
-        try:
-            if not path.exists():
-                raise CpdecompError(f"no such file: {path}", reason="missing")
-            if not path.is_file():  # a folder, a device such as /dev/zero, a pipe
-                raise CpdecompError(f"{path} is not a regular file", reason="missing")
-            size = path.stat().st_size
-            if size == 0:
-                raise CpdecompError(f"{name} is empty", reason="empty")
-            if size > limits.max_bytes:
-                raise CpdecompError(
-                    f"{name} is {_mebibytes(size)}; the limit is {_mebibytes(limits.max_bytes)}",
-                    reason="too_large",
-                )
-            table = READERS[kind](path, name, text_columns, limits)
-            _check_shape(table, name, limits)
-        except CpdecompError as error:
-            logger.info("table.refused format=%s reason=%s bytes=%d seconds=%.3f",
-                        kind, error.reason, size, time.perf_counter() - started)
-            raise
-        except MemoryError as exc:
-            logger.info("table.refused format=%s reason=memory bytes=%d seconds=%.3f",
-                        kind, size, time.perf_counter() - started)
-            raise CpdecompError(f"{name} is too large to read into memory",
-                                reason="memory") from exc
-        except Exception as exc:  # pandas and pyarrow raise many types for a bad file
-            reason = "parse" if isinstance(exc, pd.errors.ParserError) else "unreadable"
-            logger.info("table.refused format=%s reason=%s bytes=%d seconds=%.3f",
-                        kind, reason, size, time.perf_counter() - started)
-            raise CpdecompError(
-                f"{name} is not a readable {KIND_NAMES[kind]} file ({_safe_reason(exc, path)})",
-                reason=reason,
-            ) from exc
-        logger.info("table.read format=%s rows=%d columns=%d bytes=%d seconds=%.3f",
-                    kind, table.shape[0], table.shape[1], size, time.perf_counter() - started)
-    return table
-
-
-def _check_shape(table: pd.DataFrame, name: str, limits: TableLimits) -> None:
-    """Refuse an empty table, one over the caps, and blank or repeated column names."""
-    if table.shape[1] == 0 or table.shape[0] == 0:
-        raise CpdecompError(f"{name} has no data rows", reason="no_rows")
-    _check_size(name, table.shape[0], table.shape[1], limits)
-    table.columns = [str(c) for c in table.columns]
-    _check_names(list(table.columns), name)
-
-
-def _check_size(name: str, rows: int, columns: int, limits: TableLimits) -> None:
-    if columns > limits.max_columns:
-        raise CpdecompError(
-            f"{name} has {columns:,} columns; the limit is {limits.max_columns:,}: keep the "
-            "features, the target and the id column", reason="too_many_columns")
-    if rows > limits.max_rows:
-        raise CpdecompError(
-            f"{name} has more than {limits.max_rows:,} rows, the most one file may have",
-            reason="too_many_rows")
-    if rows * columns > limits.max_cells:
-        raise CpdecompError(
-            f"{name} has more than {limits.max_cells:,} cells (rows x columns), the most one "
-            f"file may have: with {columns:,} columns, at most {limits.max_cells // columns:,} "
-            "rows", reason="too_many_cells")
-
-
-def _check_names(names: list[str], name: str) -> None:
-    for position, column in enumerate(names, start=1):
-        if not column.strip():
-            raise CpdecompError(
-                f"{name}: column {position} has no name in the header; name it or delete it",
-                reason="blank_header")
-    seen: dict[str, int] = {}
-    for position, column in enumerate(names, start=1):
-        if column in seen:
-            raise CpdecompError(
-                f"{name}: columns {seen[column]} and {position} are both named {column!r}; "
-                "column names must be unique", reason="duplicate_header")
-        seen[column] = position
-
-
-def _mebibytes(size: int) -> str:
-    return f"{size / 2**20:,.1f} MiB"
-
-
-def _safe_reason(exc: BaseException, path: Path) -> str:
-    """The parser's first line (positions, not contents), without the file's path."""
-    if isinstance(exc, pd.errors.ParserError | OSError) or type(exc).__module__.startswith(
-        "pyarrow"
-    ):
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        text = text.replace(str(path), "the file").replace(path.name, "the file")
-        text = text.removeprefix("Error tokenizing data. C error: ")
-        if text:
-            return text[:200]
-    return type(exc).__name__
-
-
-def _read_csv(path: Path, name: str, text_columns: Sequence[str],
-              limits: TableLimits) -> pd.DataFrame:
-    with path.open("rb") as handle:
-        head = handle.read(65536)
-    _refuse_binary(head, name)
-    text = head.decode("utf-8-sig", errors="ignore")  # the strict check is the scan below
-    first_line = text.splitlines()[0] if text.strip() else ""
-    # Excel in many locales writes ';'-separated CSV with decimal commas; tabs come from
-    # copy-paste.
-    separator = max([",", ";", "\t"], key=first_line.count)
-    decimal = "," if separator == ";" and re.search(r"\d,\d", text) else "."
-    _scan_text(path, name, separator, limits)
-    names = _csv_header(path, name, separator)
-    _check_size(name, 0, len(names), limits)
-    # Blank names are judged after reading: an unnamed, empty column is dropped.
-    _check_names([n if n.strip() else f"\0{i}" for i, n in enumerate(names)], name)
-    max_rows = min(limits.max_rows, limits.max_cells // max(len(names), 1))
-    with warnings.catch_warnings():
-        # pandas warns (and drops data) when rows have more fields than the header.
-        warnings.simplefilter("error", pd.errors.ParserWarning)
-        try:
-            table = pd.read_csv(
-                path, sep=separator, decimal=decimal, encoding="utf-8-sig",
-                na_values=MISSING_TOKENS, keep_default_na=True, low_memory=False,
-                dtype={column: str for column in text_columns}, index_col=False,
-                nrows=max_rows + 1,
-            )
-        except pd.errors.ParserWarning as exc:
-            raise CpdecompError(
-                f"{name}: rows have more fields than the header has names; check the separator "
-                "or remove the separators at the ends of the lines", reason="ragged") from exc
-    if len(table) > max_rows:
-        _check_size(name, len(table), len(names), limits)
-    table.columns = names
-    blank = [c for c in names if not c.strip() and table[c].isna().all()]
-    table = table.drop(columns=blank)  # separators at the ends of lines: empty, unnamed
-    _check_field_lengths(table, name, limits)
-    return table
-
-
-def _refuse_binary(head: bytes, name: str) -> None:
-    for signature, what in SIGNATURES.items():
-        if head.startswith(signature):
-            raise CpdecompError(f"{name} looks like {what}, not a CSV file", reason="binary")
-
-
-def _scan_text(path: Path, name: str, separator: str, limits: TableLimits) -> None:
-    """One bounded pass over the bytes: strict UTF-8, no NUL bytes, no overlong field.
-
-    Messages give the line and byte offset, never the bytes: they may be patient data.
-    """
-    decoder = codecs.getincrementaldecoder("utf-8")("strict")
-    ends = np.array([ord(separator), ord("\n"), ord("\r")], dtype=np.uint8)
-    offset, lines_before, field = 0, 0, 0
-    with path.open("rb") as handle:
-        while chunk := handle.read(SCAN_CHUNK_BYTES):
-            where = chunk.find(b"\x00")
-            if where >= 0:
-                line = _line(lines_before, chunk, where)
-                raise CpdecompError(f"{name} has a NUL byte at line {line}: it is a binary file, "
-                                    "not CSV", reason="binary")
-            pending = len(decoder.getstate()[0])
-            try:
-                decoder.decode(chunk)
-            except UnicodeDecodeError as exc:
-                at = exc.start - pending
-                line = _line(lines_before, chunk, at)
-                raise CpdecompError(
-                    f"{name} is not UTF-8 text: line {line} (byte {offset + at + 1:,} of the file) "
-                    "has bytes that are not UTF-8; save it as UTF-8 CSV",
-                    reason="encoding") from None
-            stops = np.flatnonzero(np.isin(np.frombuffer(chunk, dtype=np.uint8), ends))
-            if stops.size == 0:
-                field += len(chunk)
-                longest, longest_at = field, len(chunk)
-            else:
-                gaps = np.diff(stops, prepend=-1 - field) - 1  # field lengths ending at stops
-                widest = int(gaps.argmax())
-                longest, longest_at = int(gaps[widest]), int(stops[widest])
-                field = len(chunk) - int(stops[-1]) - 1
-                if field > longest:
-                    longest, longest_at = field, len(chunk)
-            if longest > limits.max_field_bytes:
-                line = _line(lines_before, chunk, longest_at)
-                raise CpdecompError(
-                    f"{name} has a field longer than {limits.max_field_bytes:,} bytes at line "
-                    f"{line}; a table cell that long is not a feature",
-                    reason="field_too_long")
-            lines_before += chunk.count(b"\n")
-            offset += len(chunk)
-    try:
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        raise CpdecompError(f"{name} is not UTF-8 text: it ends inside a character; save it "
-                            "as UTF-8 CSV", reason="encoding") from None
-
-
-def _line(lines_before: int, chunk: bytes, position: int) -> int:
-    """The 1-based line of a byte position in a chunk that follows `lines_before` lines."""
-    return lines_before + chunk.count(b"\n", 0, max(position, 0)) + 1
-
-
-def _csv_header(path: Path, name: str, separator: str) -> list[str]:
-    try:
-        header = pd.read_csv(path, sep=separator, header=None, nrows=1, dtype=str,
-                             keep_default_na=False, na_filter=False, encoding="utf-8-sig",
-                             index_col=False)
-    except pd.errors.EmptyDataError as exc:
-        raise CpdecompError(f"{name} has no header line", reason="no_rows") from exc
-    return [str(value) for value in header.iloc[0].tolist()]
-
-
-def _check_field_lengths(table: pd.DataFrame, name: str, limits: TableLimits) -> None:
-    """Quoted fields can hide separators from the scan; measure the parsed text too."""
-    for column in table.columns:
-        if pd.api.types.is_string_dtype(table[column].dtype):  # object or pandas' str
-            lengths = table[column].str.len().fillna(0).to_numpy()  # NaN: missing, numbers
-            if len(lengths) and lengths.max() > limits.max_field_bytes:
-                row = int(lengths.argmax())
-                raise CpdecompError(
-                    f"{name}: column {column!r} has a value longer than "
-                    f"{limits.max_field_bytes:,} characters in {_row_name(row)}; a table cell "
-                    "that long is not a feature", reason="field_too_long")
-
-
-def _read_parquet(path: Path, name: str, text_columns: Sequence[str],
-                  limits: TableLimits) -> pd.DataFrame:
-    """Check the footer (rows, columns, sizes, types) before reading any column data.
-
-    pyarrow reads plain arrays: nothing in a Parquet file is unpickled.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    with pq.ParquetFile(path) as parquet:
-        metadata = parquet.metadata
-        schema = parquet.schema_arrow
-        _check_size(name, 0, len(schema.names), limits)
-        _check_names([str(n) for n in schema.names], name)
-        _check_size(name, metadata.num_rows, len(schema.names), limits)
-        decoded = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
-        if decoded > limits.max_decoded_bytes:
-            raise CpdecompError(
-                f"{name} holds {_mebibytes(decoded)} of data once decompressed; the limit is "
-                f"{_mebibytes(limits.max_decoded_bytes)}", reason="too_large")
-        for field in schema:
-            if pa.types.is_nested(field.type) or pa.types.is_binary(field.type) or \
-                    pa.types.is_large_binary(field.type):
-                raise CpdecompError(
-                    f"{name}: column {field.name!r} holds {field.type}, not numbers or text; "
-                    "flatten it or leave it out", reason="column_type")
-        arrow = parquet.read(use_pandas_metadata=True)
-    table = arrow.to_pandas()
-    if not table.index.equals(pd.RangeIndex(len(table))):
-        # A table saved with its index: an index with a name is a column (a patient id); rows
-        # are numbered from 0 like a CSV's, for messages and patient ids.
-        table = table.reset_index(drop=all(n is None for n in table.index.names))
-    for column in text_columns:
-        if column in table.columns:
-            table[column] = table[column].map(lambda v: v if _is_missing(v) else str(v))
-    _check_field_lengths(table, name, limits)
-    return table
-
-
-READERS = {"csv": _read_csv, "parquet": _read_parquet}
-KIND_NAMES = {"csv": "CSV", "parquet": "Parquet"}
-
-
-def _row_name(position: int) -> str:
-    """A row of data counted from 1 after the header (a spreadsheet shows it one lower)."""
-    return f"data row {position + 1}"
-
 
 def _cell_name(column: pd.Series, positions: np.ndarray) -> str:
     """Where the bad cells of a column are, by row (values are patient data: never quoted).
@@ -390,7 +38,7 @@ def _cell_name(column: pd.Series, positions: np.ndarray) -> str:
     another index (it could hold patient ids) is not shown: the position is.
     """
     label = column.index[positions[0]]
-    where = (_row_name(int(label)) if isinstance(label, int | np.integer)
+    where = (row_name(int(label)) if isinstance(label, int | np.integer)
              else f"data row {positions[0] + 1} of this table")
     others = len(positions) - 1
     if others:
@@ -608,13 +256,9 @@ def _encode_column(column: pd.Series, kind: FeatureKind) -> FloatArray:
     lookup = {category: float(code) for code, category in enumerate(kind.categories or ())}
     # Unseen categories are treated as missing: the models have a rule for missing values.
     return np.array(
-        [lookup.get(str(v), np.nan) if not _is_missing(v) else np.nan for v in column],
+        [lookup.get(str(v), np.nan) if not is_missing(v) else np.nan for v in column],
         dtype=float,
     )
-
-
-def _is_missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
 
 
 def parse_split(text: str | Sequence[float]) -> tuple[float, float, float]:

@@ -18,12 +18,12 @@ from threadpoolctl import threadpool_limits
 from core.data import (
     FeatureEncoder,
     choose_columns,
-    load_table,
     parse_split,
     split_rows,
     target_values,
 )
 from core.errors import CpdecompError
+from core.tables import load_table
 
 FAST = ["--model", "linear", "--background", "8"]
 NUMERIC_NAMES = ["a.b", "age years", "Größe µ/m²"]

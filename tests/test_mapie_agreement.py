@@ -26,9 +26,10 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from threadpoolctl import threadpool_limits
 
 from core.conformal import conformal_rank, to_width_scale
-from core.data import load_table, split_rows, target_values
+from core.data import split_rows, target_values
 from core.games import CalibrationGame, MaskedEvaluator, instance_values
 from core.system import fit_system
+from core.tables import load_table
 
 DATA = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes.csv"
 TARGET = "progression"
