@@ -41,6 +41,7 @@ from threadpoolctl import ThreadpoolController
 
 from core import Explainer, fit_system
 from core.conformal import conformal_rank
+from core.explainer import CELLS_PER_CHUNK
 from core.games import MaskedEvaluator, instance_values
 from core.games.cache import GameCache
 from core.games.masking import ROWS_PER_CALL
@@ -731,8 +732,8 @@ def profile_patient(workload: Workload, cell: Cell, calls: int) -> Profile:
             explainer.explain_rows(rows[i:i + 1], method=METHOD, alpha=ALPHA)
         profiler.disable()
     single = top_functions(profiler, calls, 8)
-    chunk = rows[:1024]
     games = explainer.patient_games(METHOD, ALPHA)
+    chunk = rows[:max(1, CELLS_PER_CHUNK // len(games.design.coalitions))]  # as explain_rows
     profiler = cProfile.Profile()
     profiler.enable()
     games.explain_chunk(chunk)
