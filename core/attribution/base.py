@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
 
+import numba
 import numpy as np
 from numba import njit, prange
 from scipy import sparse
@@ -132,11 +133,13 @@ class Replicates:
         return out
 
 
-GAMES_PER_BLOCK = 8
+MAX_GAMES_PER_BLOCK = 64
 """Games whose values are transposed into one (coalitions × games) block: each term's indices
-and weight are then read once for 8 games, and the 8 differences are one vector operation."""
-SERIAL_BLOCKS = 1
-"""Up to this many blocks the terms run on the calling thread (no thread wake-up)."""
+and weight are then read once for all of them, and their differences are vector operations."""
+CELLS_PER_BLOCK = 1 << 18
+"""(coalitions × games) cells of one block (2 MiB), which bounds the block at large d."""
+SERIAL_GAMES = 2
+"""Up to this many games the terms run on the calling thread (no thread wake-up)."""
 
 
 @njit(cache=True, nogil=True)
@@ -213,35 +216,42 @@ def _terms_one(row, offset, plain, shifted, with_index, without_index, player, w
 
 
 @njit(cache=True)
-def _terms_serial(values, offset, with_index, without_index, player, weight, n_players):
+def _terms_serial(values, offset, with_index, without_index, player, weight, n_players, width):
     n = values.shape[0]
     plain, shifted = np.empty((n, n_players)), np.empty((n if offset.size else 0, n_players))
-    for lo in range(0, n, GAMES_PER_BLOCK):
-        _terms_block(values, offset, lo, min(n, lo + GAMES_PER_BLOCK), plain, shifted,
+    for lo in range(0, n, width):
+        _terms_block(values, offset, lo, min(n, lo + width), plain, shifted,
                      with_index, without_index, player, weight)
     return plain, shifted
 
 
 @njit(cache=True, parallel=True)
-def _terms_parallel(values, offset, with_index, without_index, player, weight, n_players):
+def _terms_parallel(values, offset, with_index, without_index, player, weight, n_players,
+                    width):
     n = values.shape[0]
     plain, shifted = np.empty((n, n_players)), np.empty((n if offset.size else 0, n_players))
-    n_blocks = (n + GAMES_PER_BLOCK - 1) // GAMES_PER_BLOCK
+    n_blocks = (n + width - 1) // width
     for block in prange(n_blocks):
-        lo = block * GAMES_PER_BLOCK
-        _terms_block(values, offset, lo, min(n, lo + GAMES_PER_BLOCK), plain, shifted,
+        lo = block * width
+        _terms_block(values, offset, lo, min(n, lo + width), plain, shifted,
                      with_index, without_index, player, weight)
     return plain, shifted
 
 
 def _apply_terms(values: FloatArray, offset: FloatArray, design: TermDesign
                  ) -> tuple[FloatArray, FloatArray]:
-    """(φ of each game, φ of offset + each game); the second is empty without an offset."""
-    kernel = (_terms_serial if len(values) <= SERIAL_BLOCKS * GAMES_PER_BLOCK
-              else _terms_parallel)
+    """(φ of each game, φ of offset + each game); the second is empty without an offset.
+
+    Blocks are as wide as memory allows, but leave every thread a block.
+    """
+    n_games, n_coalitions = values.shape
+    per_thread = -(-n_games // numba.get_num_threads())
+    width = max(1, min(MAX_GAMES_PER_BLOCK, CELLS_PER_BLOCK // max(n_coalitions, 1), per_thread))
+    kernel = _terms_serial if n_games <= SERIAL_GAMES else _terms_parallel
     indices = design.compact_terms
     return kernel(np.ascontiguousarray(values, dtype=np.float64),
-                  np.ascontiguousarray(offset, dtype=np.float64), *indices, design.n_players)
+                  np.ascontiguousarray(offset, dtype=np.float64), *indices, design.n_players,
+                  width)
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
