@@ -93,7 +93,9 @@ def test_cache_survives_a_writer_killed_mid_write(tmp_path):
     writer = multiprocessing.get_context("spawn").Process(target=_write_forever,
                                                           args=(str(tmp_path),))
     writer.start()
-    deadline = time.time() + 20
+    # A spawned interpreter imports numpy before it writes: on a loaded machine that took
+    # over 20 s once, so wait generously for the first file.
+    deadline = time.time() + 120
     while not list(tmp_path.glob("game*.npy")) and time.time() < deadline:
         time.sleep(0.05)
     time.sleep(0.3)
