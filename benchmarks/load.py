@@ -53,7 +53,26 @@ RUN_TIMEOUT = 600_000  # ms: eight sessions fitting at once on two cores take a 
 class SessionTimes:
     run: float | None = None
     switches: list[float] = field(default_factory=list)
+    answers: list[float] = field(default_factory=list)
+    """Per switch: until the server's "script finished" message, before the browser draws."""
     error: str | None = None
+
+
+def watch_script_finishes(page) -> list[float]:
+    """Arrival times of the server's "script finished" messages on the page's websocket."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    finishes: list[float] = []
+
+    def on_frame(payload: bytes | str) -> None:
+        if isinstance(payload, bytes):
+            message = ForwardMsg()
+            message.ParseFromString(payload)
+            if message.WhichOneof("type") == "script_finished":
+                finishes.append(time.perf_counter())
+
+    page.on("websocket", lambda socket: socket.on("framereceived", on_frame))
+    return finishes
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -102,6 +121,7 @@ async def one_session(browser, url: str, index: int, switches: int,
     times = SessionTimes()
     context = await browser.new_context(viewport={"width": 1400, "height": 1400})
     page = await context.new_page()
+    finishes = watch_script_finishes(page)
     waited = False
     try:
         await page.goto(url)
@@ -131,6 +151,8 @@ async def one_session(browser, url: str, index: int, switches: int,
             await page.keyboard.press("Enter")
             await expect(heading).not_to_have_text(before, timeout=STEP_TIMEOUT)
             times.switches.append(time.perf_counter() - start)
+            await settle(page)  # the script has finished: its message is in
+            times.answers.append(min(t for t in finishes if t > start) - start)
     except Exception as error:  # a session that fails is reported, not hidden
         times.error = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
         if not waited:
@@ -173,6 +195,7 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
     browser_cpu = (children_after.children_user + children_after.children_system
                    - children_before.children_user - children_before.children_system)
     switch_times = [t for result in results for t in result.switches]
+    answers = [1000 * t for result in results for t in result.answers]
     runs = [result.run for result in results if result.run is not None]
     errors = [result.error for result in results if result.error]
     ms = [1000 * t for t in switch_times]
@@ -185,6 +208,7 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
         "switches": str(len(switch_times)),
         "switch p50 (ms)": fmt(ms, 50), "p90": fmt(ms, 90), "p99": fmt(ms, 99),
         "max": fmt(ms, 100),
+        "server answered p50 / p90 (ms)": f"{fmt(answers, 50)} / {fmt(answers, 90)}",
         "Run p50 / max (s)": (f"{statistics.median(runs):.1f} / {max(runs):.1f}"
                               if runs else "–"),
         "CPU s: server / browsers": f"{server_cpu:.0f} / {browser_cpu:.0f}",
@@ -237,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         "* Run = pressing Run → results on screen, all N at once (one fit and one calibration "
         "game are shared through the caches). Switch = choosing a patient → the new heading "
         "on screen, all N sessions switching at the same time after every Run is done.",
+        "* Server answered = choosing a patient → the server's \"script finished\" message "
+        "on the websocket: the server's share of a switch, before the browser draws.",
         "* Server memory: resident set once idle, and the kernel's high-water mark (VmHWM).",
         "* CPU: the dashboard server's, and that of chromium (all its processes) with "
         "Playwright's driver, over the row. On a real deployment the browsers run on the "

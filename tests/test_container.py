@@ -94,6 +94,7 @@ HOSPITAL_DEFAULTS = {
     ("server", "enableStaticServing"): False,
     ("server", "headless"): True,
     ("server", "fileWatcherType"): "none",
+    ("runner", "postScriptGC"): False,
 }
 
 
