@@ -85,7 +85,7 @@ def keep_widget_state() -> None:
             state[key] = state[key]
 
 
-def set_dataset(dataset: Dataset, origin: tuple[str, str]) -> None:
+def set_dataset(dataset: Dataset, origin: tuple[str, ...]) -> None:
     """Make `dataset` current and reset the column roles to its defaults."""
     state = st.session_state
     state["dataset"] = dataset

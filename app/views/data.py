@@ -21,12 +21,12 @@ source = st.radio("Source", list(state.SOURCES), key="data_source",
                   format_func=state.SOURCES.__getitem__, horizontal=True)
 
 
-def refuse(origin: tuple[str, str], message: str) -> None:
+def refuse(origin: tuple[str, ...], message: str) -> None:
     """Remember a refused file so reruns show the reason without parsing it again."""
     st.session_state["refused"] = (origin, message)
 
 
-def try_load(origin: tuple[str, str], load: Callable[[], sources.Dataset]) -> None:
+def try_load(origin: tuple[str, ...], load: Callable[[], sources.Dataset]) -> None:
     """Load a dataset unless it is the current one or was already refused."""
     if st.session_state.get("dataset_origin") == origin:
         return
@@ -55,9 +55,10 @@ elif source == "upload":
     upload = st.file_uploader("Patients table (CSV or Parquet)", type=sources.UPLOAD_TYPES,
                               key="upload")
     if upload is not None:
-        content = upload.getvalue()
-        try_load(("upload", sources.content_digest([content])),
-                 lambda: sources.single_upload(upload.name, content, limits))
+        # Keyed by Streamlit's id of this upload, not by a hash of its bytes: hashing up to the
+        # upload cap on every rerun of this page would cost more than the page itself.
+        try_load(("upload", upload.file_id),
+                 lambda: sources.single_upload(upload.name, upload.getvalue(), limits))
     else:
         st.info("Upload a table with one row per patient: a numeric target column and feature "
                 "columns. Rows are split into training, calibration and patients to explain.")
@@ -69,9 +70,9 @@ else:
             files.append(st.file_uploader(f"{role.capitalize()} file", key=f"upload_{role}",
                                           type=sources.UPLOAD_TYPES))
     if all(f is not None for f in files):
-        contents = [(f.name, f.getvalue()) for f in files]
-        try_load(("separate", sources.content_digest([c for _, c in contents])),
-                 lambda: sources.separate_uploads(contents, limits))
+        try_load(("separate", *(f.file_id for f in files)),
+                 lambda: sources.separate_uploads([(f.name, f.getvalue()) for f in files],
+                                                  limits))
     else:
         st.info("Give all three files: training rows fit the models, calibration rows set the "
                 "conformal quantile, and every patients row is explained.")
