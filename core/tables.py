@@ -346,8 +346,23 @@ def _read_parquet(path: Path, name: str, text_columns: Sequence[str],
                 raise CpdecompError(
                     f"{name}: column {field.name!r} holds {field.type}, not numbers or text; "
                     "flatten it or leave it out", reason="column_type")
-        arrow = parquet.read(use_pandas_metadata=True)
-    table = arrow.to_pandas()
+        # Text columns stay dictionary-encoded while they are measured: a value repeated on
+        # every row is stored once in the file (and counted once by the footer's sizes), but
+        # decodes to a copy per row, so a file of a kilobyte could decode to gigabytes.
+        text = [f.name for f in schema if pa.types.is_string(f.type)
+                or pa.types.is_large_string(f.type)]
+    try:
+        arrow = pq.read_table(path, use_pandas_metadata=True, read_dictionary=text)
+    except (pa.ArrowException, OSError) as exc:
+        # Type only: a conversion error can quote a value of the file.
+        raise CpdecompError(f"{name} is not a readable Parquet file "
+                            f"({type(exc).__name__})", reason="unreadable") from None
+    arrow = _decode_measured_text(arrow, name, limits)
+    try:
+        table = arrow.to_pandas()
+    except pa.ArrowException as exc:
+        raise CpdecompError(f"{name} has values that cannot be read ({type(exc).__name__}); "
+                            "save dates and times as text", reason="unreadable") from None
     if not table.index.equals(pd.RangeIndex(len(table))):
         # A table saved with its index: an index with a name is a column (a patient id); rows
         # are numbered from 0 like a CSV's, for messages and patient ids.
@@ -357,6 +372,43 @@ def _read_parquet(path: Path, name: str, text_columns: Sequence[str],
             table[column] = table[column].map(lambda v: v if is_missing(v) else str(v))
     _check_field_lengths(table, name, limits)
     return table
+
+
+def _decode_measured_text(arrow, name: str, limits: TableLimits):
+    """Dictionary-encoded text columns decoded, after their decoded size and longest value
+    are measured from the (small) dictionary and the row indices, and found within limits."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    decoded = sum(column.nbytes for column in arrow.columns
+                  if not pa.types.is_dictionary(column.type))
+    columns = []
+    for field, column in zip(arrow.schema, arrow.columns, strict=True):
+        if pa.types.is_dictionary(field.type) and not (
+                pa.types.is_string(field.type.value_type)
+                or pa.types.is_large_string(field.type.value_type)):
+            decoded += 8 * len(column)  # categories of numbers: one value a row
+            column = pc.cast(column, field.type.value_type)
+        elif pa.types.is_dictionary(field.type):
+            for chunk in column.chunks:
+                lengths = pc.binary_length(chunk.dictionary)
+                per_row = pc.take(lengths, chunk.indices)  # one integer a row, no text copied
+                decoded += (pc.sum(per_row).as_py() or 0) + 8 * len(chunk)
+                longest = pc.max(per_row).as_py() or 0
+                if longest > limits.max_field_bytes:
+                    raise CpdecompError(
+                        f"{name}: column {field.name!r} has a value longer than "
+                        f"{limits.max_field_bytes:,} characters; a table cell that long is "
+                        "not a feature", reason="field_too_long")
+            column = pc.cast(column, field.type.value_type)  # back to plain text
+        if decoded > limits.max_decoded_bytes:
+            raise CpdecompError(
+                f"{name} holds more than {_mebibytes(limits.max_decoded_bytes)} of data once "
+                "decompressed; that is the limit", reason="too_large")
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=pa.schema(
+        [pa.field(f.name, f.type.value_type) if pa.types.is_dictionary(f.type) else f
+         for f in arrow.schema], metadata=arrow.schema.metadata))
 
 
 READERS = {"csv": _read_csv, "parquet": _read_parquet}

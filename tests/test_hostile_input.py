@@ -247,6 +247,34 @@ def test_a_parquet_decompression_bomb_is_refused_from_the_footer(tmp_path) -> No
     assert error.value.reason == "too_large"
 
 
+
+def test_a_dictionary_encoded_parquet_bomb_is_measured_before_it_is_decoded(tmp_path) -> None:
+    """One 10 kB value on 20,000 rows: stored once (the footer counts ~10 kB), 200 MB decoded.
+    Its size is measured from the dictionary and the row indices, without decoding."""
+    path = tmp_path / "repeated.parquet"
+    rows = 20_000
+    column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, dtype=np.int32)),
+                                            pa.array(["z" * 10_000]))
+    pq.write_table(pa.table({"note": column, "y": np.ones(rows)}), path)
+    footer = pq.ParquetFile(path).metadata
+    assert sum(footer.row_group(i).total_byte_size for i in range(footer.num_row_groups)) < 2**20
+    with pytest.raises(CpdecompError, match="once decompressed") as error:
+        load_table(path, limits=TableLimits(max_decoded_bytes=50 * 2**20))
+    assert error.value.reason == "too_large"
+    # Within the limits the same file reads as plain text, as a CSV's would.
+    table = load_table(path, limits=TableLimits(max_decoded_bytes=2**30))
+    assert table["note"].iloc[-1] == "z" * 10_000 and not isinstance(
+        table["note"].dtype, pd.CategoricalDtype)
+
+
+def test_a_long_value_in_a_parquet_text_column_is_refused(tmp_path) -> None:
+    path = tmp_path / "long.parquet"
+    pq.write_table(pa.table({"note": ["short", "x" * 200_000], "y": [1.0, 2.0]}), path)
+    with pytest.raises(CpdecompError, match="longer than 131,072") as error:
+        load_table(path)
+    assert error.value.reason == "field_too_long"
+
+
 # ------------------------------------------------------------------------------- the bombs
 
 
