@@ -15,7 +15,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     NUMBA_CACHE_DIR=/tmp/numba-cache \
     CPDECOMP_REVIEW_DB=/data/reviews.sqlite3 \
     STREAMLIT_BROWSER_GATHER_USAGE_STATS=false \
-    STREAMLIT_SERVER_HEADLESS=true
+    STREAMLIT_SERVER_HEADLESS=true \
+    NUMBA_THREADING_LAYER=omp
+
+# numba's thread-safe OpenMP layer needs the system's libgomp, which the slim image lacks;
+# without it numba falls back to its workqueue layer, which aborts the process when two
+# dashboard sessions compute at once. NUMBA_THREADING_LAYER=omp makes a missing library fail
+# loudly at the first computation instead.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libgomp1=12.2.0-14+deb12u1 \
+    && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/cpdecomp
 COPY pyproject.toml README.md ./
@@ -23,7 +32,8 @@ COPY core ./core
 COPY app ./app
 COPY experiments ./experiments
 COPY sample_data ./sample_data
-COPY .streamlit ./.streamlit
+# The hospital defaults only: secrets (sign-in) are mounted at run time, never baked in.
+COPY .streamlit/config.toml ./.streamlit/config.toml
 
 # The same installer as .ci/run (pip from pyproject.toml), without the test extras.
 RUN python -m pip install --no-cache-dir . \

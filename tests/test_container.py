@@ -71,6 +71,17 @@ def test_health_check_hits_streamlit_health_without_curl_or_wget():
     assert not any(re.search(r"\b(curl|wget)\b", args) for _, args in instructions())
 
 
+def test_thread_safe_numba_layer_and_no_baked_in_secrets():
+    pairs = instructions()
+    env = " ".join(args for keyword, args in pairs if keyword == "ENV")
+    assert "NUMBA_THREADING_LAYER=omp" in env  # never the workqueue layer: not thread-safe
+    assert any(keyword == "RUN" and "libgomp1" in args for keyword, args in pairs)
+    copies = [args for keyword, args in pairs if keyword == "COPY"]
+    assert not any(".streamlit " in f"{args} " or "secrets" in args for args in copies), copies
+    for ignore in (".gitignore", ".dockerignore"):
+        assert ".streamlit/secrets.toml" in (ROOT / ignore).read_text().splitlines(), ignore
+
+
 def test_port_telemetry_and_writable_paths():
     pairs = instructions()
     assert ("EXPOSE", "8501") in pairs
