@@ -80,11 +80,14 @@ class PostgresBackend:
         self.description = redact(url)
         try:
             with self._transaction() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-                for statement in SCHEMA:
-                    cursor.execute(statement)
-                cursor.execute("INSERT INTO cpdecomp_schema (version) VALUES (%s) "
-                               "ON CONFLICT (only_row) DO NOTHING", (SCHEMA_VERSION,))
+                # Tables are created only when missing: a hospital's database role for the
+                # dashboard may hold no more than SELECT and INSERT on them.
+                if not self._tables_exist(cursor):
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                    for statement in SCHEMA:
+                        cursor.execute(statement)
+                    cursor.execute("INSERT INTO cpdecomp_schema (version) VALUES (%s) "
+                                   "ON CONFLICT (only_row) DO NOTHING", (SCHEMA_VERSION,))
                 cursor.execute("SELECT version FROM cpdecomp_schema")
                 row = cursor.fetchone()
                 found = row[0] if row else SCHEMA_VERSION
@@ -97,6 +100,14 @@ class PostgresBackend:
             raise CpdecompError(
                 f"the review database {self.description} has schema version {found}, newer "
                 f"than this cpdecomp's {SCHEMA_VERSION}; upgrade cpdecomp")
+
+    @staticmethod
+    def _tables_exist(cursor: psycopg.Cursor) -> bool:
+        cursor.execute("SELECT to_regclass('cpdecomp_schema') IS NOT NULL "
+                       "AND to_regclass('datasets') IS NOT NULL "
+                       "AND to_regclass('review_events') IS NOT NULL")
+        row = cursor.fetchone()
+        return bool(row and row[0])
 
     def _scrub(self, text: str) -> str:
         """`text` on one line, without the URL's password."""
