@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -103,6 +104,9 @@ def kill_mid_computation(review_location: str, dataset: str, cache_dir: Path,
         child = subprocess.Popen([sys.executable, "-c", CHILD, review_location, dataset],
                                  cwd=ROOT, env=environment, stdout=subprocess.PIPE,
                                  stderr=errors, text=True)
+    # A child that hangs without printing must not hang the test: kill it at the deadline.
+    watchdog = threading.Timer(180, child.kill)
+    watchdog.start()
     try:
         deadline = time.monotonic() + 120
         assert child.stdout is not None
@@ -124,6 +128,7 @@ def kill_mid_computation(review_location: str, dataset: str, cache_dir: Path,
         else:
             pytest.fail(f"the child stopped by itself:\n{log.read_text()[-2000:]}")
     finally:
+        watchdog.cancel()
         child.send_signal(signal.SIGKILL)
         # Reviews committed between our last read and the kill were printed into the pipe.
         rest, _ = child.communicate(timeout=30)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import time
 from pathlib import Path
 
 import numpy as np
@@ -175,14 +174,17 @@ def test_control_characters_in_names_stay_on_one_line(capsys, tmp_path) -> None:
 # ------------------------------------------------------------------------------ the caps
 
 
-def test_the_byte_cap_is_checked_before_reading(capsys, tmp_path) -> None:
+def test_the_byte_cap_is_checked_before_reading(capsys, tmp_path, monkeypatch) -> None:
     """A sparse file over the cap costs no disk and no reading: its size alone refuses it."""
     path = tmp_path / "huge.csv"
     with path.open("wb") as handle:
         handle.truncate(LIMITS.max_bytes + 1)
-    started = time.perf_counter()
+
+    def must_not_read(*_args, **_kwargs):
+        raise AssertionError("the file was read")
+
+    monkeypatch.setattr(core_tables, "READERS", {"csv": must_not_read, "parquet": must_not_read})
     message = refused(capsys, tmp_path, path)
-    assert time.perf_counter() - started < 2
     assert "the limit is 256.0 MiB" in message
 
 
@@ -193,9 +195,7 @@ def test_five_thousand_columns_are_refused_before_the_rows_are_read(capsys, tmp_
         handle.write(header + ",y\n")
         row = ",".join(["1"] * 5001) + "\n"
         handle.writelines(row for _ in range(20))
-    started = time.perf_counter()
     message = refused(capsys, tmp_path, path)
-    assert time.perf_counter() - started < 5
     assert "5,001 columns; the limit is 1,000" in message
 
 
@@ -213,9 +213,7 @@ def test_very_many_tiny_rows_stop_at_the_row_cap(capsys, tmp_path) -> None:
         block = b"1,2\n" * 100_000
         for _ in range(LIMITS.max_rows // 100_000 + 2):
             handle.write(block)
-    started = time.perf_counter()
     message = refused(capsys, tmp_path, path)
-    assert time.perf_counter() - started < 10
     assert "more than 1,000,000 rows" in message
 
 
@@ -233,10 +231,8 @@ def test_a_compressed_parquet_with_too_many_rows_is_refused_from_the_footer(tmp_
     path = tmp_path / "zeros.parquet"
     pq.write_table(pa.table({"x": np.zeros(1_500_000), "y": np.zeros(1_500_000)}), path)
     assert path.stat().st_size < 100_000
-    started = time.perf_counter()
     with pytest.raises(CpdecompError, match="more than 1,000,000 rows"):
         load_table(path)
-    assert time.perf_counter() - started < 1
 
 
 def test_a_parquet_decompression_bomb_is_refused_from_the_footer(tmp_path) -> None:
@@ -286,9 +282,7 @@ def test_a_fifty_megabyte_cell_is_refused_in_a_bounded_scan(capsys, tmp_path) ->
         for _ in range(50):
             handle.write(chunk)
         handle.write(b",1\n")
-    started = time.perf_counter()
     message = refused(capsys, tmp_path, path)
-    assert time.perf_counter() - started < 5
     assert "field longer than 131,072 bytes at line 2" in message
 
 

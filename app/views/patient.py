@@ -9,6 +9,7 @@ import numpy as np
 import streamlit as st
 
 from app import auth, cases, charts, state, summaries, widgets
+from app.sources import markdown_text
 from core.errors import CpdecompError
 
 st.title("Patient")
@@ -52,7 +53,7 @@ if report.targets is not None and not np.isnan(report.targets[position]):
 else:
     cols[3].metric("Observed", "unknown")
 
-st.subheader(f"Why is patient {patient}'s interval this wide?")
+st.subheader(f"Why is patient {markdown_text(patient)}'s interval this wide?")
 widgets.chart(cases.bars_figure(results, position))
 flags = cases.disagreements(results, position)
 d = e.decomposition
@@ -91,7 +92,7 @@ if may_see_reviews:
     try:
         history = state.review_store().history(results.dataset_key, patient)
     except CpdecompError as error:
-        st.error(str(error))
+        st.error(markdown_text(str(error)))
 if not may_see_reviews:
     # Reviews are for signed-in users when sign-in is configured, as the queue is.
     st.caption("Sign in on the Review queue page to see and make reviews.")

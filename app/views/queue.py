@@ -9,6 +9,7 @@ import streamlit as st
 
 from app import auth, cases, export, state, summaries, widgets
 from app.reviews import ReviewStore
+from app.sources import markdown_text
 from core.errors import CpdecompError
 
 logger = logging.getLogger("cpdecomp.app.queue")  # a page runs as __main__
@@ -26,7 +27,7 @@ try:
     store: ReviewStore | None = state.review_store()
     latest = store.latest(key)
 except CpdecompError as error:
-    st.error(str(error))
+    st.error(markdown_text(str(error)))
     store, latest = None, {}
 
 RULES = {"percentile": "a percentile of the widths", "absolute": "an absolute width"}
@@ -138,7 +139,7 @@ def save(status: str) -> None:
         store.record(key, patient, status, note=st.session_state.get("review_note", ""),
                      reviewer=reviewer, label=results.config.dataset_name)
     except CpdecompError as error:
-        st.session_state["review_message"] = ("error", str(error))
+        st.session_state["review_message"] = ("error", markdown_text(str(error)))
         return
     except Exception as error:  # a bug: callbacks run outside main.py's handler
         logger.error("saving a review failed with %s", type(error).__name__)
@@ -146,7 +147,8 @@ def save(status: str) -> None:
             "error", f"The review could not be saved ({type(error).__name__}); please retry.")
         return
     st.session_state["review_note"] = ""
-    st.session_state["review_message"] = ("success", f"Case {patient} marked {status}.")
+    st.session_state["review_message"] = (
+        "success", f"Case {markdown_text(patient)} marked {status}.")
 
 
 mark, reopen = st.columns(2)
@@ -162,9 +164,9 @@ patient = str(ids[position])
 try:
     history = store.history(key, patient) if store else []
 except CpdecompError as error:
-    st.error(str(error))
+    st.error(markdown_text(str(error)))
     history = []
-st.markdown(f"**History of case {patient}**")
+st.markdown(f"**History of case {markdown_text(patient)}**")
 if history:
     for event in reversed(history):
         # st.text, not markdown: notes and names are free text typed by users.
