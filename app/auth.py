@@ -8,11 +8,16 @@ edit. Without `[auth]`, the reviewer types a name, as on a single-user machine.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 import streamlit as st
 
 from app.reviews.events import MAX_NAME
+
+REQUIRE_ENV = "CPDECOMP_REQUIRE_SIGN_IN"
+"""Set to 1 where sign-in is mandatory: a missing [auth] section is then an error, not a
+silent fallback to typed names (a secrets mount that went missing fails closed)."""
 
 IDENTITY_CLAIMS = ("email", "name", "preferred_username", "sub")
 """ID-token claims that name a reviewer, in order of preference."""
@@ -24,6 +29,19 @@ def configured() -> bool:
         return "auth" in st.secrets
     except FileNotFoundError:  # no secrets.toml at all
         return False
+
+
+def required() -> bool:
+    return os.environ.get(REQUIRE_ENV, "").strip().lower() in {"1", "true", "yes"}
+
+
+def misconfigured() -> str | None:
+    """Why reviews must not be shown or taken: sign-in required but not configured."""
+    if required() and not configured():
+        return (f"Sign-in is required ({REQUIRE_ENV}) but the dashboard's secrets have no "
+                "[auth] section, so reviews are unavailable; ask the administrator to mount "
+                ".streamlit/secrets.toml.")
+    return None
 
 
 def providers() -> list[str | None]:
@@ -50,6 +68,10 @@ def identity() -> str | None:
 def require_sign_in(purpose: str) -> str | None:
     """The signed-in identity when sign-in is configured (None when it is not); otherwise
     offers the sign-in button(s) and stops the page."""
+    problem = misconfigured()
+    if problem is not None:
+        st.error(problem)
+        st.stop()
     if not configured():
         return None
     who = identity()

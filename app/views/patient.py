@@ -87,7 +87,8 @@ st.dataframe(cases.patient_table(results, position), hide_index=True,
 
 st.subheader("Review")
 history = []
-may_see_reviews = not auth.configured() or auth.identity() is not None
+may_see_reviews = auth.misconfigured() is None and (not auth.configured()
+                                                   or auth.identity() is not None)
 if may_see_reviews:
     try:
         history = state.review_store().history(results.dataset_key, patient)

@@ -143,3 +143,20 @@ def test_pressing_sign_in_starts_streamlits_login() -> None:
     assert at.button(key="sign_in_default").label == "Sign in"
     at.button(key="sign_in_default").click().run()
     assert errors(at) == []  # st.login accepted the example configuration
+
+
+def test_required_sign_in_without_secrets_fails_closed(monkeypatch) -> None:
+    """A secrets mount that went missing must not turn the queue into typed names."""
+    monkeypatch.setenv("CPDECOMP_REQUIRE_SIGN_IN", "1")
+    at = queue(run_linear(new_app()))
+    assert any("Sign-in is required" in e for e in errors(at))
+    assert len(at.text_area) == 0 and "mark_reviewed" not in [b.key for b in at.button]
+    at.switch_page("views/patient.py").run()
+    assert any("Sign in on the Review queue page" in c.value for c in at.caption)
+
+
+def test_required_sign_in_with_secrets_offers_sign_in(monkeypatch) -> None:
+    monkeypatch.setenv("CPDECOMP_REQUIRE_SIGN_IN", "1")
+    at = queue(run_linear(new_app(SECRETS, {"is_logged_in": False})))
+    assert errors(at) == []
+    assert at.button(key="sign_in_default").label == "Sign in"
