@@ -26,6 +26,8 @@ MaskingPath = Literal["auto", "tables", "brute"]
 MASKING_PATHS: tuple[MaskingPath, ...] = ("auto", "tables", "brute")
 LATTICE_CELLS_PER_CHUNK = 1 << 22
 """Rows × 2^d lattice cells computed at once (32 MiB), to bound memory at large d."""
+BIT_CACHE_ENTRIES = 16
+"""Coalition bitmasks remembered per evaluator, oldest dropped first."""
 
 ROWS_PER_CALL = 250_000
 """Hybrid rows per model call: large enough that per-call overhead vanishes, small in memory."""
@@ -140,6 +142,8 @@ class MaskedEvaluator:
         key = id(coalitions)
         if key not in self._bit_cache or self._bit_cache[key][0] is not coalitions:
             bits = (coalitions.astype(np.int64) << np.arange(coalitions.shape[1])).sum(axis=1)
+            if len(self._bit_cache) >= BIT_CACHE_ENTRIES:  # a few designs are in use at once
+                self._bit_cache.pop(next(iter(self._bit_cache)))
             self._bit_cache[key] = (coalitions, bits)  # holding the array keeps its id unique
         return self._bit_cache[key][1]
 
