@@ -328,3 +328,33 @@ def test_a_role_with_only_select_and_insert_can_review(postgres_location: str) -
     clinician = ReviewStore(in_schema(limited, schema))
     clinician.record("k", "P1", "reopened", note="by the clinician")
     assert [e.note for e in clinician.history("k", "P1")] == ["by the owner", "by the clinician"]
+
+
+def test_a_database_that_went_away_is_not_waited_for_on_every_page(
+        postgres_location: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a failed connection, reads fail at once for a while (pages keep answering), then
+    the store tries the server again and works when it is back."""
+    from app.reviews import postgres
+
+    store = ReviewStore(postgres_location)
+    backend = store._backend
+    working_url = backend._url
+    attempts = []
+    real_connect = psycopg.connect
+
+    def counted(*args, **kwargs):
+        attempts.append(args[0])
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(postgres.psycopg, "connect", counted)
+    parts = urlsplit(working_url)  # the same server on a port where nothing listens
+    backend._url = urlunsplit(parts._replace(netloc=parts.netloc.replace(
+        f":{parts.port}", ":1")))
+    for _ in range(3):
+        with pytest.raises(CpdecompError, match="cannot read reviews"):
+            store.history("k")
+    assert len(attempts) == 1  # one try, then fast failures
+    backend._url = working_url
+    backend._unreachable_until = 0.0  # the back-off has passed
+    assert store.history("k") == []
+    assert len(attempts) == 2

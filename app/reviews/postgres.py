@@ -7,6 +7,7 @@ race, and its version is kept in `cpdecomp_schema`. Every value travels as a que
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -42,8 +43,13 @@ SCHEMA = (
 SCHEMA_LOCK = 0x6370_6465_636F_6D70 & 0x7FFF_FFFF_FFFF_FFFF
 """Advisory lock key held while the schema is created ('cpdecomp' in ASCII, as a bigint)."""
 
-CONNECT_TIMEOUT = 10
-"""Seconds to wait for the server before saying it cannot be reached."""
+CONNECT_TIMEOUT = 3
+"""Seconds to wait for the server before saying it cannot be reached: every page that shows
+reviews waits this long when the database is down."""
+
+RETRY_AFTER = 30.0
+"""Seconds after a failed connection during which operations fail at once instead of each
+waiting for the server again (pages keep answering while the database is down)."""
 
 
 def redact(url: str) -> str:
@@ -76,6 +82,7 @@ class PostgresBackend:
 
     def __init__(self, url: str, hint: str) -> None:
         self._url = url
+        self._unreachable_until = 0.0
         self._passwords = _passwords(url)
         self.description = redact(url)
         try:
@@ -116,12 +123,21 @@ class PostgresBackend:
             text = text.replace(password, "***")
         return text
 
+    def _connect(self) -> psycopg.Connection:
+        if time.monotonic() < self._unreachable_until:
+            raise psycopg.OperationalError("the database did not answer a moment ago")
+        try:
+            return psycopg.connect(self._url, connect_timeout=CONNECT_TIMEOUT,
+                                   application_name="cpdecomp")
+        except psycopg.OperationalError:
+            self._unreachable_until = time.monotonic() + RETRY_AFTER
+            raise
+
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Cursor]:
         # One connection per operation, as for SQLite: nothing is shared between Streamlit's
         # session threads, and a server restart costs one failed page at most.
-        with psycopg.connect(self._url, connect_timeout=CONNECT_TIMEOUT,
-                             application_name="cpdecomp") as connection:
+        with self._connect() as connection:
             with connection.transaction(), connection.cursor() as cursor:
                 yield cursor
 
