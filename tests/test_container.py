@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from ci_policy import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -191,9 +192,7 @@ def test_container_command_as_unprivileged_user_with_read_only_home():
     reason = ("switching to the image's user needs root" if os.geteuid() != 0
               else browser_missing())
     if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the container test, but {reason}")
-        pytest.skip(reason)
+        unavailable(reason)
 
     uid, gid = image_user()
     as_image_user = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ci_policy import environment_url
 
 from app.reviews import ReviewStore
 from core import Explainer
 from core.games.cache import GameCache
 
 ROOT = Path(__file__).resolve().parents[1]
-POSTGRES_URL_VAR = "CPDECOMP_TEST_POSTGRES_URL"
 REVIEWS_BEFORE_KILL = 15
 GAMES_BEFORE_KILL = 2
 
@@ -86,12 +86,7 @@ def system_and_patients():
 def review_location(request, tmp_path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "reviews.sqlite3")
-    url = os.environ.get(POSTGRES_URL_VAR, "").strip()
-    if not url:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must test the PostgreSQL store, but {POSTGRES_URL_VAR} is not set")
-        pytest.skip(f"{POSTGRES_URL_VAR} is not set (no PostgreSQL server here)")
-    return url
+    return environment_url()
 
 
 def kill_mid_computation(review_location: str, dataset: str, cache_dir: Path,

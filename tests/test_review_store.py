@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import sqlite3
 import threading
 import uuid
@@ -19,25 +18,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from ci_policy import environment_url
 from psycopg import sql
 
 from app import reviews
 from app.reviews import ReviewStore
 from core.errors import CpdecompError
 
-POSTGRES_URL_VAR = "CPDECOMP_TEST_POSTGRES_URL"
-
 
 def require_postgres_url() -> str:
     """The test server's URL; fails under CI without one, skips elsewhere."""
-    url = os.environ.get(POSTGRES_URL_VAR, "").strip()
-    if not url:
-        message = (f"{POSTGRES_URL_VAR} is not set, so there is no PostgreSQL server to test "
-                   "the review store against (.ci/run starts one)")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return url
+    return environment_url()
 
 
 def in_schema(url: str, schema: str) -> str:
@@ -312,12 +303,7 @@ LIMITED_URL_VAR = "CPDECOMP_TEST_POSTGRES_LIMITED_URL"
 def test_a_role_with_only_select_and_insert_can_review(postgres_location: str) -> None:
     """A hospital's role for the dashboard need not own the tables: once they exist (made by
     an owner), SELECT and INSERT are enough to open the store, read and record."""
-    limited = os.environ.get(LIMITED_URL_VAR, "").strip()
-    if not limited:
-        message = f"{LIMITED_URL_VAR} is not set (.ci/run makes a role without privileges)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    limited = environment_url(LIMITED_URL_VAR)
     owner = ReviewStore(postgres_location)  # creates the tables in the test's schema
     owner.record("k", "P1", "reviewed", note="by the owner")
     schema = dict(parse_qsl(urlsplit(postgres_location).query))["options"].split("=")[1]
