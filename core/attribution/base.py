@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit, prange
 from scipy import sparse
 
+from core.parallel import parallel_section
 from core.typing import Coalitions, FloatArray
 
 ROWS_PER_BLOCK = 256
@@ -247,11 +248,14 @@ def _apply_terms(values: FloatArray, offset: FloatArray, design: TermDesign
     n_games, n_coalitions = values.shape
     per_thread = -(-n_games // numba.get_num_threads())
     width = max(1, min(MAX_GAMES_PER_BLOCK, CELLS_PER_BLOCK // max(n_coalitions, 1), per_thread))
-    kernel = _terms_serial if n_games <= SERIAL_GAMES else _terms_parallel
     indices = design.compact_terms
-    return kernel(np.ascontiguousarray(values, dtype=np.float64),
-                  np.ascontiguousarray(offset, dtype=np.float64), *indices, design.n_players,
-                  width)
+    arguments = (np.ascontiguousarray(values, dtype=np.float64),
+                 np.ascontiguousarray(offset, dtype=np.float64), *indices, design.n_players,
+                 width)
+    if n_games <= SERIAL_GAMES:
+        return _terms_serial(*arguments)
+    with parallel_section():
+        return _terms_parallel(*arguments)
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit, prange
 
 from core.games.tree_extract import LEFT, MISSING, Condition, LeafEnsemble
+from core.parallel import parallel_section
 from core.typing import FloatArray
 
 MAX_LATTICE_PLAYERS = 16
@@ -54,10 +55,11 @@ class TreeTables:
         self.n_players = n_players
         self.base = ensemble.base
         self._flatten(ensemble)
-        probabilities = _probability_tables(
-            np.ascontiguousarray(background, dtype=np.float64), self.tests, self.paths,
-            int(self.table_start[-1]),
-        )
+        with parallel_section():
+            probabilities = _probability_tables(
+                np.ascontiguousarray(background, dtype=np.float64), self.tests, self.paths,
+                int(self.table_start[-1]),
+            )
         self.terms = _leaf_terms(probabilities, self.leaf_value, self.paths)
         """Q_L(T) = v_L P_L(F_L ∖ T) for every leaf L and subset T of its path players."""
 
@@ -119,7 +121,8 @@ class TreeTables:
                      self.groups, self.terms)
         if len(rows) <= SERIAL_ROWS:
             return _lattice_serial(*arguments)
-        return _lattice_parallel(*arguments, _blocks(len(rows)))
+        with parallel_section():
+            return _lattice_parallel(*arguments, _blocks(len(rows)))
 
     def predict(self, rows: FloatArray) -> FloatArray:
         """The plain prediction (every feature kept): the leaf each row reaches in each tree,
@@ -132,7 +135,8 @@ class TreeTables:
         arguments = (rows, self.base, self.leaf_value, self.tests, self.walks)
         if len(rows) <= SERIAL_ROWS:
             return _plain_serial(*arguments)
-        return _plain_parallel(*arguments, _blocks(len(rows)))
+        with parallel_section():
+            return _plain_parallel(*arguments, _blocks(len(rows)))
 
     def values_by_row(self, rows: FloatArray, bits: np.ndarray) -> FloatArray:
         """(n_rows, n_coalitions) masked predictions for coalitions given as bitmasks."""
@@ -141,10 +145,11 @@ class TreeTables:
             if bits.size == lattice.shape[1] and bool((bits == np.arange(bits.size)).all()):
                 return lattice  # the whole lattice in order (exact Shapley): no gather
             return lattice[:, bits]
-        return _coalition_values(
-            np.ascontiguousarray(rows, dtype=np.float64), np.asarray(bits, dtype=np.int64),
-            self.base, self.tests, self.paths, self.groups, self.terms,
-        )
+        with parallel_section():
+            return _coalition_values(
+                np.ascontiguousarray(rows, dtype=np.float64), np.asarray(bits, dtype=np.int64),
+                self.base, self.tests, self.paths, self.groups, self.terms,
+            )
 
     def coalition_values(self, rows: FloatArray, coalitions: np.ndarray) -> FloatArray:
         """(n_coalitions, n_rows) masked predictions for boolean coalition masks."""
