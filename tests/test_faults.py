@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ci_policy import environment_url
+from diabetes_system import SYSTEM_CODE  # the child's system; fitted here too: same cache keys
 
 from app.reviews import ReviewStore
 from core import Explainer
@@ -34,18 +35,6 @@ from core.games.cache import GameCache
 ROOT = Path(__file__).resolve().parents[1]
 REVIEWS_BEFORE_KILL = 15
 GAMES_BEFORE_KILL = 2
-
-# The system both the child and the test fit: deterministic, so its games share cache keys.
-SYSTEM_CODE = """
-from core import Explainer, fit_system, load_table, split_rows, target_values
-table = load_table("sample_data/diabetes.csv")
-y = target_values(table, "progression")
-features = [c for c in table.columns if c not in ("patient_id", "progression")]
-train, calibration, test = split_rows(len(table), (0.5, 0.25, 0.25), seed=0)
-system = fit_system(table.iloc[train], y[train], features, family="normalized", model="gbm")
-system = system.conformalize(table.iloc[calibration], y[calibration])
-patients = table.iloc[test]
-"""
 
 CHILD = SYSTEM_CODE + """
 import sys, threading

@@ -13,20 +13,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from diabetes_system import SYSTEM_CODE
+
 ROOT = Path(__file__).resolve().parents[1]
 
-CHILD = """
+CHILD = SYSTEM_CODE + """
 import threading
 import numba
-from core import Explainer, fit_system, load_table, split_rows, target_values
 from core.parallel import threadsafe_layer
 
-table = load_table("sample_data/diabetes.csv")
-y = target_values(table, "progression")
-features = [c for c in table.columns if c not in ("patient_id", "progression")]
-train, calibration, _ = split_rows(len(table), (0.5, 0.25, 0.25), seed=0)
-system = fit_system(table.iloc[train], y[train], features, family="normalized", model="gbm")
-system = system.conformalize(table.iloc[calibration], y[calibration])
 rows = system.fitted.encode(table)
 widths, failures = {}, []
 
