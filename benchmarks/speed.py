@@ -553,6 +553,7 @@ def measure_latency(explainer: Explainer, patients: np.ndarray, calls: int,
 def measure_alpha_change(explainer: Explainer, system: ConformalSystem,
                          repeats: int) -> AlphaChange:
     game = explainer.calibration_game(METHOD)
+    explainer.masking_check(METHOD)  # once per design, before any alpha: not an alpha's cost
     before = explainer.evaluator.model_rows
     values_s, games_s = [], []
     with counting_predictions(system) as calls:

@@ -42,6 +42,12 @@ CELLS_PER_CHUNK = 1 << 20
 """(patients × coalitions) cells per chunk: a chunk's game arrays are 8 MiB each, and about ten
 are alive at once, so memory stays bounded at any d (256 patients at d = 12)."""
 
+MASKING_CHECK_TOLERANCE = 1e-9
+"""Largest relative gap allowed between a fast masking path and brute force (they agree to
+~1e-13; a larger gap is a wrong answer, refused rather than reported)."""
+CHECKED_ROWS = 2
+"""Calibration rows the masking spot check evaluates by brute force."""
+
 PATIENT_GAMES_KEPT = 32
 """Configurations (method, alpha, units, ...) whose per-patient setup is remembered."""
 
@@ -69,6 +75,9 @@ class Explanation:
     """Coalitions each game was evaluated on."""
     n_calibration: int
     background_size: int
+    masking_check_error: float = 0.0
+    """Largest relative gap between the fast masking paths and brute force on a few of the
+    design's coalitions (0 when brute force served every component)."""
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -95,6 +104,7 @@ class PatientGames:
     """Names of the attributions: features, or groups of them."""
     calibration_attribution: tuple[FloatArray, FloatArray | None]
     """φ_C on the family's scale and its standard errors: the same for every chunk."""
+    masking_check_error: float = 0.0
 
     def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
                                                        FloatArray]:
@@ -134,6 +144,7 @@ class Explainer:
         self._designs: dict[tuple, Design] = {}
         self._games: dict[tuple, CalibrationGame] = {}
         self._patient_games: dict[tuple, PatientGames] = {}
+        self._masking_checks: dict[tuple, float] = {}
 
     @property
     def n_players(self) -> int:
@@ -176,6 +187,30 @@ class Explainer:
             self._games[key] = game
         return self._games[key]
 
+    def masking_check(self, method: str, budget: int | None = None,
+                      groups: Groups | None = None) -> float:
+        """The run's own check of its fast paths, once per design: tree tables and closed
+        forms against brute force on a few of the design's coalitions at two calibration rows.
+
+        A gap above MASKING_CHECK_TOLERANCE is refused: the fast paths are exact by
+        construction, so a gap means a wrong answer (as past 63 grouped columns once was).
+        """
+        key = (method, budget, groups)
+        if key not in self._masking_checks:
+            design = self.design(method, budget, groups)
+            error = self.evaluator.spot_check(
+                design.coalitions, self.system.calibration_rows[:CHECKED_ROWS],
+                list(self.evaluator.components), seed=self.seed,
+            )
+            if error > MASKING_CHECK_TOLERANCE:
+                raise CpdecompError(
+                    f"internal check failed: the fast masking path differs from brute force by "
+                    f"{error:.2g} of the values' scale; rerun with --masking brute and report "
+                    f"this"
+                )
+            self._masking_checks[key] = error
+        return self._masking_checks[key]
+
     def _stored_key(self, design: Design) -> str | None:
         """Content hash of the game: system, background and the design's coalitions."""
         if self.system.digest is None:
@@ -197,7 +232,8 @@ class Explainer:
         v_c = self.calibration_game(method, budget, groups).values(alpha)
         return PatientGames(family, self.evaluator, design, v_c, self.system, alpha,
                             self.system.quantile(alpha), rank, units, self.player_names(groups),
-                            calibration_attribution(design, v_c))
+                            calibration_attribution(design, v_c),
+                            self.masking_check(method, budget, groups))
 
     def _games_for(self, method: str, alpha: float, units: Units, budget: int | None,
                    groups: Groups | None) -> PatientGames:
@@ -248,6 +284,7 @@ class Explainer:
             family=family.name, method=method, budget=games.design.budget,
             n_evaluations=len(games.design.coalitions),
             n_calibration=self.system.n_calibration, background_size=len(self.background),
+            masking_check_error=games.masking_check_error,
         )
 
     def explain(self, patients: pd.DataFrame, method: str = "exact", alpha: float = 0.1,

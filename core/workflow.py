@@ -168,6 +168,7 @@ class Study:
             "target": self.columns.target,
             "additivity_error": d.additivity_error,
             "efficiency_error": d.efficiency_error,
+            "masking_check_error": explanation.masking_check_error,
             "efficient": d.efficient,
             "sampled": d.total_se is not None,
             "n_evaluations": explanation.n_evaluations,

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from core import Explainer, fit_system
+from core.errors import CpdecompError
 from core.explainer import draw_background
 from core.games import MaskedEvaluator
 from core.games.tree_extract import leaf_ensemble
@@ -101,3 +102,68 @@ def test_attributions_through_tables_equal_brute_force(model):
         np.testing.assert_allclose(getattr(fast.decomposition, part),
                                    getattr(slow.decomposition, part), rtol=0,
                                    atol=1e-10 * fast.width.max())
+
+
+def wide_grouped_system(n_columns: int, family: str = "normalized"):
+    """A gbm system on `n_columns` numeric columns, every column used by the trees."""
+    rng = np.random.default_rng(7)
+    table = pd.DataFrame(rng.normal(size=(260, n_columns)),
+                         columns=[f"c{j}" for j in range(n_columns)])
+    signal = table.to_numpy() @ rng.normal(size=n_columns)
+    y = signal + rng.normal(size=len(table)) * (1 + np.abs(table["c3"].to_numpy()))
+    system = fit_system(table.iloc[:200], y[:200], list(table.columns), family=family,
+                        model="gbm", seed=0)
+    return system.conformalize(table.iloc[200:], y[200:]), table.iloc[200:205]
+
+
+@pytest.mark.parametrize("method", ["exact", "permutation"])
+def test_seventy_columns_in_ten_groups_tables_equal_brute_force(method):
+    """Bitmasks run over the groups, not the 70 columns: past 63 columns int64 masks over
+    columns overflowed, and the tables silently gave other coalitions' values."""
+    system, patients = wide_grouped_system(70)
+    groups = tuple(tuple(range(g * 7, g * 7 + 7)) for g in range(10))
+    results = {}
+    for path in ("tables", "brute"):
+        explainer = Explainer(system, background_size=6, seed=0, masking=path)
+        results[path] = explainer.explain(patients, method=method, alpha=0.2, budget=8,
+                                          groups=groups)
+    fast, slow = results["tables"].decomposition, results["brute"].decomposition
+    np.testing.assert_allclose(results["tables"].width, results["brute"].width, rtol=1e-12)
+    for part in ("calibration", "instance", "total"):
+        np.testing.assert_allclose(getattr(fast, part), getattr(slow, part), rtol=0, atol=1e-9)
+    assert np.abs(fast.instance).max() > 1e-3  # the games are not trivially zero
+
+
+def test_column_players_are_the_groups_a_design_moves_together():
+    from core.coalitions import column_players
+    coalitions = np.array([[1, 1, 0, 0, 1], [0, 0, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=bool)
+    player_of_column, over_players = column_players(coalitions)
+    np.testing.assert_array_equal(player_of_column, [0, 0, 1, 1, 0])
+    np.testing.assert_array_equal(over_players, [[1, 0], [0, 1], [1, 1]])
+    distinct = np.random.default_rng(0).random((40, 9)) < 0.5
+    np.testing.assert_array_equal(column_players(distinct)[0], np.arange(9))
+
+
+def test_more_than_62_independent_players_are_refused_not_wrapped():
+    from core.coalitions import bits_from_coalitions
+    coalitions = np.eye(63, dtype=bool)
+    with pytest.raises(CpdecompError, match="at most 62"):
+        bits_from_coalitions(coalitions)
+    system, _patients = wide_grouped_system(64, family="absolute")
+    evaluator = Explainer(system, background_size=4, masking="tables").evaluator
+    with pytest.raises(CpdecompError, match="at most 62"):
+        evaluator.evaluate(coalitions=np.eye(64, dtype=bool), rows=np.zeros((1, 64)),
+                           names=["f"])
+
+
+def test_spot_check_finds_a_wrong_fast_path_and_passes_a_right_one():
+    system, _patients = wide_grouped_system(12)
+    explainer = Explainer(system, background_size=8, masking="tables")
+    coalitions = np.random.default_rng(4).random((30, 12)) < 0.5
+    rows = system.calibration_rows[:2]
+    assert explainer.evaluator.spot_check(coalitions, rows, ["f", "sigma"]) < 1e-12
+    # A fast path that answers with the wrong coalitions' values is caught.
+    broken = Explainer(system, background_size=8, masking="tables").evaluator
+    real = broken._from_tables
+    broken._from_tables = lambda name, c, r: real(name, c[::-1], r)
+    assert broken.spot_check(coalitions, rows, ["f", "sigma"]) > 1e-3

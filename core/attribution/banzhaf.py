@@ -13,10 +13,10 @@ import numpy as np
 
 from core.attribution.base import TermDesign, design_from_terms
 from core.attribution.exact import MAX_EXACT_PLAYERS
+from core.coalitions import bits_from_coalitions, check_bit_players
 from core.errors import CpdecompError
 
 DEFAULT_BANZHAF_SAMPLES = 128
-MAX_PLAYERS = 62
 
 
 def banzhaf_design(n_players: int, budget: int | None = None, seed: int = 0) -> TermDesign:
@@ -42,11 +42,10 @@ def sampled_banzhaf_design(n_players: int, budget: int | None = None,
     n_samples = DEFAULT_BANZHAF_SAMPLES if budget is None else int(budget)
     if n_samples < 2:
         raise CpdecompError("sampled Banzhaf needs a budget of at least 2 coalitions")
-    if d > MAX_PLAYERS:
-        raise CpdecompError(f"sampled Banzhaf supports at most {MAX_PLAYERS} features")
+    check_bit_players(d, "sampled Banzhaf")
     rng = np.random.default_rng(seed)
     members = rng.random((n_samples, d)) < 0.5
-    bits = members.astype(np.int64) @ (np.int64(1) << np.arange(d, dtype=np.int64))
+    bits = bits_from_coalitions(members)
     player = np.tile(np.arange(d), n_samples)
     sample_bits = np.repeat(bits, d)
     player_bit = np.int64(1) << player

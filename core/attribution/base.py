@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit, prange
 from scipy import sparse
 
+from core.coalitions import coalitions_from_bits
 from core.parallel import parallel_section
 from core.typing import Coalitions, FloatArray
 
@@ -312,18 +313,6 @@ class MatrixDesign(Design):
 
     def weight_matrix(self) -> FloatArray:
         return self.matrix.copy()
-
-
-def coalitions_from_bits(bits: np.ndarray, n_players: int) -> Coalitions:
-    """Boolean masks from integer bitmasks (player j is bit j)."""
-    return ((np.asarray(bits, dtype=np.int64)[:, None] >> np.arange(n_players)) & 1).astype(bool)
-
-
-def bits_from_coalitions(coalitions: Coalitions) -> np.ndarray:
-    """Integer bitmasks (player j is bit j) of boolean masks; at most 62 players."""
-    coalitions = np.asarray(coalitions, dtype=bool)
-    return coalitions.astype(np.int64) @ (np.int64(1) << np.arange(coalitions.shape[1],
-                                                                   dtype=np.int64))
 
 
 def design_from_terms(method: str, with_bits: np.ndarray, without_bits: np.ndarray,

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.attribution.base import Design, bits_from_coalitions
+from core.attribution.base import Design
+from core.coalitions import bits_from_coalitions
 from core.typing import FloatArray
 
 REFERENCE = {"banzhaf-sampled": "banzhaf"}

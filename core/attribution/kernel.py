@@ -19,12 +19,12 @@ from math import comb
 import numpy as np
 
 from core.attribution.regression import Draws, RegressionDesign, regression_design
+from core.coalitions import check_bit_players
 from core.errors import CpdecompError
 
 DEFAULT_KERNEL_BUDGET = 2048
 """Coalitions evaluated by default (shap's own default is 2d + 2048)."""
 
-MAX_PLAYERS = 62
 METHOD_NAME = "KernelSHAP"
 DRAWS_PER_SAMPLE = 4
 """At most this many draws per coalition still to fill, as in shap: repeats cannot loop forever."""
@@ -156,8 +156,7 @@ def draw_coalitions(n_players: int, schedule: Schedule,
 
 def checked_kernel_budget(n_players: int, budget: int | None, method_name: str) -> int:
     """The budget a KernelSHAP-type method will use, refusing one too small to solve."""
-    if n_players > MAX_PLAYERS:
-        raise CpdecompError(f"{method_name} supports at most {MAX_PLAYERS} features")
+    check_bit_players(n_players, method_name)
     requested = DEFAULT_KERNEL_BUDGET if budget is None else int(budget)
     if requested < minimum_kernel_budget(n_players):
         raise CpdecompError(

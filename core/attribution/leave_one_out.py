@@ -9,17 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from core.attribution.base import TermDesign, design_from_terms
-from core.errors import CpdecompError
-
-MAX_PLAYERS = 62
+from core.coalitions import check_bit_players
 
 
 def leave_one_out_design(n_players: int, budget: int | None = None,
                          seed: int = 0) -> TermDesign:
     """One term per player: the full coalition against the full coalition without it."""
     d = n_players
-    if d > MAX_PLAYERS:
-        raise CpdecompError(f"leave-one-out supports at most {MAX_PLAYERS} features")
+    check_bit_players(d, "leave-one-out")
     full = np.int64((1 << d) - 1)
     player = np.arange(d)
     with_bits = np.full(d, full)

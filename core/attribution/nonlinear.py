@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.linear_model import Ridge
 
-from core.attribution.base import coalitions_from_bits
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
+from core.coalitions import coalitions_from_bits
 from core.typing import FloatArray
 
 LIME_SAMPLES = 1000

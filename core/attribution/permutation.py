@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from core.attribution.base import TermDesign, design_from_terms
+from core.coalitions import check_bit_players
 from core.errors import CpdecompError
 
 DEFAULT_PERMUTATIONS = 64
-MAX_PLAYERS = 62
-"""Coalitions are kept as 64-bit masks."""
 
 
 def design_from_orders(method: str, forward: np.ndarray, seed: int | None) -> TermDesign:
@@ -41,8 +40,7 @@ def permutation_design(n_players: int, budget: int | None = None, seed: int = 0)
     n_permutations = DEFAULT_PERMUTATIONS if budget is None else int(budget)
     if n_permutations < 2:
         raise CpdecompError("permutation sampling needs a budget of at least 2 permutations")
-    if n_players > MAX_PLAYERS:
-        raise CpdecompError(f"permutation sampling supports at most {MAX_PLAYERS} features")
+    check_bit_players(n_players, "permutation sampling")  # coalitions are 64-bit masks
     n_pairs = (n_permutations + 1) // 2
     rng = np.random.default_rng(seed)
     forward = np.argsort(rng.random((n_pairs, n_players)), axis=1)

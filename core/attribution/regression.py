@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.attribution.base import MatrixDesign, as_games, coalitions_from_bits
+from core.attribution.base import MatrixDesign, as_games
+from core.coalitions import coalitions_from_bits
 from core.errors import CpdecompError
 from core.typing import FloatArray
 

@@ -15,7 +15,6 @@ from functools import cache
 
 import numpy as np
 
-from core.attribution.base import bits_from_coalitions
 from core.attribution.kernel import (
     Schedule,
     checked_kernel_budget,
@@ -23,6 +22,7 @@ from core.attribution.kernel import (
 )
 from core.attribution.regression import Draws, RegressionDesign, regression_design
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
+from core.coalitions import bits_from_coalitions
 from core.errors import CpdecompError
 
 METHOD_NAME = "shap's KernelExplainer"

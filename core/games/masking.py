@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 
+from core.coalitions import MAX_PLAYERS, bits_from_coalitions, check_bit_players, column_players
 from core.errors import CpdecompError
 from core.games.tree_extract import leaf_ensemble
 from core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
@@ -28,6 +29,8 @@ LATTICE_CELLS_PER_CHUNK = 1 << 22
 """Rows × 2^d lattice cells computed at once (32 MiB), to bound memory at large d."""
 BIT_CACHE_ENTRIES = 16
 """Coalition bitmasks remembered per evaluator, oldest dropped first."""
+GROUPED_TABLES_KEPT = 4
+"""Tree tables over column groups kept per component (one per grouping in use), oldest first."""
 
 ROWS_PER_CALL = 250_000
 """Hybrid rows per model call: large enough that per-call overhead vanishes, small in memory."""
@@ -62,23 +65,41 @@ class MaskedEvaluator:
         self.model_rows = 0
         """Rows passed to the models so far (hybrid and plain): the cost, counted."""
         self._empty_cache: dict[str, float] = {}
-        self._tables: dict[str, TreeTables | None] = {}
-        self._bit_cache: dict[int, tuple[Coalitions, np.ndarray]] = {}
+        self._tables: dict[tuple[str, bytes], TreeTables | None] = {}
+        self._bit_cache: dict[int, tuple[Coalitions, bytes, np.ndarray, int]] = {}
 
-    def tables(self, name: str) -> TreeTables | None:
-        """The component's tree tables over this background (built once), or None."""
+    @property
+    def n_columns(self) -> int:
+        return int(self.background.shape[1])
+
+    def _own_players(self) -> np.ndarray:
+        """The tables' players when no design says otherwise: the columns, while a bitmask
+        holds them; past that one player for all (such tables serve plain predictions only)."""
+        if self.n_columns <= MAX_PLAYERS:
+            return np.arange(self.n_columns, dtype=np.int64)
+        return np.zeros(self.n_columns, dtype=np.int64)
+
+    def tables(self, name: str, player_of_column: np.ndarray | None = None) -> TreeTables | None:
+        """The component's tree tables over this background (built once per grouping of the
+        columns into players; by default the columns themselves), or None."""
         if self.path == "brute":
             return None
-        if name not in self._tables:
+        players = self._own_players() if player_of_column is None else player_of_column
+        key = (name, _grouping_key(players))
+        if key not in self._tables:
             ensemble = leaf_ensemble(self.components[name].predictor)
             try:
-                self._tables[name] = None if ensemble is None else TreeTables(
-                    ensemble, self.background, self.background.shape[1])
+                tables = None if ensemble is None else TreeTables(
+                    ensemble, self.background, int(players.max(initial=-1)) + 1, players)
             except ValueError:
-                self._tables[name] = None  # too deep to tabulate: brute force instead
-            if self._tables[name] is None and self.path == "tables":
+                tables = None  # too deep to tabulate: brute force instead
+            if tables is None and self.path == "tables":
                 raise CpdecompError(f"component {name!r} is not a tree ensemble tables support")
-        return self._tables[name]
+            grouped = [k for k in self._tables if k[0] == name and k[1]]
+            if key[1] and len(grouped) >= GROUPED_TABLES_KEPT:
+                self._tables.pop(grouped[0])
+            self._tables[key] = tables
+        return self._tables[key]
 
     def path_of(self, name: str) -> str:
         """Which evaluator serves a component: 'additive', 'tables' or 'brute'."""
@@ -107,7 +128,11 @@ class MaskedEvaluator:
             if paths[name] == "additive":
                 raw[name] = self._additive(name, coalitions, rows).T
             elif paths[name] == "tables":
-                raw[name] = self._from_tables(name, coalitions, rows)
+                values = self._from_tables(name, coalitions, rows)
+                if values is None:  # too deep once its columns are grouped
+                    paths[name] = "brute"
+                else:
+                    raw[name] = values
         brute = [name for name in names if paths[name] == "brute"]
         if brute:
             raw.update({name: values.T for name, values in
@@ -124,12 +149,15 @@ class MaskedEvaluator:
             return component.finish(tables.predict(rows))
         return component.predict(rows)
 
-    def _from_tables(self, name: str, coalitions: Coalitions, rows: FloatArray) -> FloatArray:
-        """(n_rows, n_coalitions), in row chunks that bound the lattice's memory."""
-        tables = self.tables(name)
-        assert tables is not None
-        bits = self._bits(coalitions)
-        chunk = max(1, LATTICE_CELLS_PER_CHUNK >> min(coalitions.shape[1], MAX_LATTICE_PLAYERS))
+    def _from_tables(self, name: str, coalitions: Coalitions,
+                     rows: FloatArray) -> FloatArray | None:
+        """(n_rows, n_coalitions), in row chunks that bound the lattice's memory; None when
+        the component cannot be tabulated over the coalitions' players."""
+        grouping, bits, n_players = self._bits(coalitions)
+        tables = self.tables(name, None if not grouping else np.frombuffer(grouping, np.int64))
+        if tables is None:
+            return None
+        chunk = max(1, LATTICE_CELLS_PER_CHUNK >> min(n_players, MAX_LATTICE_PLAYERS))
         if len(rows) <= chunk:
             return tables.values_by_row(rows, bits)
         out = np.empty((len(rows), len(coalitions)))
@@ -137,15 +165,54 @@ class MaskedEvaluator:
             out[start:start + chunk] = tables.values_by_row(rows[start:start + chunk], bits)
         return out
 
-    def _bits(self, coalitions: Coalitions) -> np.ndarray:
-        """Integer bitmasks of the coalitions, remembered per design (designs are reused)."""
+    def _bits(self, coalitions: Coalitions) -> tuple[bytes, np.ndarray, int]:
+        """(grouping key, bitmasks over the players, players) of the coalitions, remembered
+        per design (designs are reused).
+
+        The players are the coarsest groups of columns the coalitions move together (see
+        core.coalitions.column_players): a design over feature groups is tabulated over its
+        groups, so its bitmasks stay within int64 however many columns the groups hold. The
+        key is empty when the players are the columns themselves (the default tables).
+        """
         key = id(coalitions)
         if key not in self._bit_cache or self._bit_cache[key][0] is not coalitions:
-            bits = (coalitions.astype(np.int64) << np.arange(coalitions.shape[1])).sum(axis=1)
+            player_of_column, over_players = column_players(coalitions)
+            n_players = over_players.shape[1]
+            check_bit_players(n_players, "tree tables")
+            grouping = _grouping_key(player_of_column)
             if len(self._bit_cache) >= BIT_CACHE_ENTRIES:  # a few designs are in use at once
                 self._bit_cache.pop(next(iter(self._bit_cache)))
-            self._bit_cache[key] = (coalitions, bits)  # holding the array keeps its id unique
-        return self._bit_cache[key][1]
+            # holding the array keeps its id unique
+            self._bit_cache[key] = (coalitions, grouping, bits_from_coalitions(over_players),
+                                    n_players)
+        return self._bit_cache[key][1:]
+
+    def spot_check(self, coalitions: Coalitions, rows: FloatArray, names: Sequence[str],
+                   n_coalitions: int = 4, seed: int = 0) -> float:
+        """Largest |fast path − brute force| over a few of the coalitions at the rows,
+        relative to the values' scale: a run's own check that its fast paths are exact.
+
+        The empty and full coalitions are skipped (brute force does not mask them); with no
+        fast path in use the check costs nothing and returns 0.
+        """
+        coalitions = np.asarray(coalitions, dtype=bool)
+        fast = [name for name in names if self.path_of(name) != "brute"]
+        inner = np.flatnonzero(coalitions.any(axis=1) & ~coalitions.all(axis=1))
+        if not fast or inner.size == 0 or len(rows) == 0:
+            return 0.0
+        rng = np.random.default_rng(seed)
+        chosen = np.sort(rng.choice(inner, size=min(n_coalitions, inner.size), replace=False))
+        # Rows of the same design, so the fast path sees the design's own grouping.
+        fast_values = self.evaluate_by_row(coalitions, rows, fast)
+        brute = MaskedEvaluator(self.components, self.background, self.rows_per_call, "brute")
+        slow_values = brute.evaluate_by_row(coalitions[chosen], rows, fast)
+        self.model_rows += brute.model_rows
+        worst = 0.0
+        for name in fast:
+            got, want = fast_values[name][:, chosen], slow_values[name]
+            scale = max(float(np.abs(want).max()), np.finfo(float).tiny)
+            worst = max(worst, float(np.abs(got - want).max()) / scale)
+        return worst
 
     def _predict(self, name: str, rows: FloatArray) -> FloatArray:
         self.model_rows += len(rows)
@@ -193,3 +260,12 @@ class MaskedEvaluator:
                 values = exact_mean(self._predict(name, hybrids).reshape(len(c), m))
                 out[name][c, r] = values
         return out
+
+
+def _grouping_key(player_of_column: np.ndarray) -> bytes:
+    """A hashable key of a grouping of the columns into players; b"" for the columns
+    themselves while a bitmask holds them (the default tables)."""
+    players = np.asarray(player_of_column, dtype=np.int64)
+    if players.size <= MAX_PLAYERS and bool((players == np.arange(players.size)).all()):
+        return b""
+    return players.tobytes()

@@ -25,6 +25,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from core.coalitions import MAX_PLAYERS, bits_from_coalitions
 from core.games.tree_extract import LEFT, MISSING, Condition, LeafEnsemble
 from core.parallel import parallel_section
 from core.typing import FloatArray
@@ -49,12 +50,22 @@ def _test_key(condition: Condition) -> tuple:
 
 
 class TreeTables:
-    """Exact masked predictions of one tree ensemble over one background."""
+    """Exact masked predictions of one tree ensemble over one background.
 
-    def __init__(self, ensemble: LeafEnsemble, background: FloatArray, n_players: int) -> None:
+    Players are the columns, or groups of columns given by `player_of_column`: a split on
+    column j is then a split on player player_of_column[j], and a player's cell on a leaf's
+    path is the conjunction of the cells of its columns. Bitmasks run over players, so wide
+    tables whose columns form at most MAX_PLAYERS groups stay exact.
+    """
+
+    def __init__(self, ensemble: LeafEnsemble, background: FloatArray, n_players: int,
+                 player_of_column: np.ndarray | None = None) -> None:
+        if n_players > MAX_PLAYERS:
+            raise ValueError(f"tree tables index at most {MAX_PLAYERS} players; "
+                             f"map the {n_players} columns to fewer players")
         self.n_players = n_players
         self.base = ensemble.base
-        self._flatten(ensemble)
+        self._flatten(ensemble, player_of_column)
         with parallel_section():
             probabilities = _probability_tables(
                 np.ascontiguousarray(background, dtype=np.float64), self.tests, self.paths,
@@ -63,11 +74,16 @@ class TreeTables:
         self.terms = _leaf_terms(probabilities, self.leaf_value, self.paths)
         """Q_L(T) = v_L P_L(F_L ∖ T) for every leaf L and subset T of its path players."""
 
-    def _flatten(self, ensemble: LeafEnsemble) -> None:
+    def _flatten(self, ensemble: LeafEnsemble, player_of_column: np.ndarray | None) -> None:
         tests: dict[tuple, int] = {}
         test_of: dict[int, int] = {}  # by id: leaves share their path prefix's Condition objects
         test_rows: list[Condition] = []
-        path_players = [tuple(sorted({c.player for c in conditions}))
+        # Conditions keep reading their column (c.player); paths and bits use its player.
+        player_of = (list(range(self.n_players)) if player_of_column is None
+                     else [int(p) for p in player_of_column])
+        if max(player_of, default=-1) >= self.n_players:
+            raise ValueError("a column maps to a player outside the tables' players")
+        path_players = [tuple(sorted({player_of[c.player] for c in conditions}))
                         for conditions in ensemble.conditions]
         if any(len(players) > MAX_PATH_PLAYERS for players in path_players):
             deepest = max(len(players) for players in path_players)
@@ -93,7 +109,7 @@ class TreeTables:
                         test_rows.append(c)
                     test_of[id(c)] = test
                 cond_test.append(test)
-                cond_bit.append(bit_of[c.player])
+                cond_bit.append(bit_of[player_of[c.player]])
                 cond_go_left.append(c.go_left)
             cond_start.append(len(cond_test))
         self.tests = _test_arrays(test_rows)
@@ -152,8 +168,8 @@ class TreeTables:
             )
 
     def coalition_values(self, rows: FloatArray, coalitions: np.ndarray) -> FloatArray:
-        """(n_coalitions, n_rows) masked predictions for boolean coalition masks."""
-        bits = (coalitions.astype(np.int64) << np.arange(self.n_players)).sum(axis=1)
+        """(n_coalitions, n_rows) masked predictions for boolean masks over the players."""
+        bits = bits_from_coalitions(coalitions)
         return np.ascontiguousarray(self.values_by_row(rows, bits).T)
 
 
