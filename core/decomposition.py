@@ -46,6 +46,19 @@ class Decomposition:
     total_se: FloatArray | None = None
     """From the total game's own samples: the three games share coalitions, so their errors are
     correlated and total_se is not a sum of the other two."""
+    calibration_low: FloatArray | None = None
+    """Lower end of φ_C's bootstrap interval over resampled calibration sets (same shape and
+    units as `calibration`); None unless a bootstrap was asked for."""
+    calibration_high: FloatArray | None = None
+    calibration_level: float | None = None
+    """Nominal level of the calibration interval (e.g. 0.9)."""
+
+    @property
+    def calibration_sign_uncertain(self) -> np.ndarray | None:
+        """True where φ_C's interval holds 0: its sign is not settled by this calibration set."""
+        if self.calibration_low is None or self.calibration_high is None:
+            return None
+        return (self.calibration_low <= 0) & (self.calibration_high >= 0)
 
 
 def _stack(parts: list[FloatArray | None]) -> FloatArray | None:
@@ -69,6 +82,9 @@ def concatenate(parts: list[Decomposition]) -> Decomposition:
         calibration_se=_stack([p.calibration_se for p in parts]),
         instance_se=_stack([p.instance_se for p in parts]),
         total_se=_stack([p.total_se for p in parts]),
+        calibration_low=_stack([p.calibration_low for p in parts]),
+        calibration_high=_stack([p.calibration_high for p in parts]),
+        calibration_level=first.calibration_level,
     )
 
 
@@ -100,6 +116,8 @@ def in_units(decomposition: Decomposition, units: Units) -> Decomposition:
         decomposition, units=units, calibration=calibration, instance=instance, total=total,
         calibration_se=rescale(decomposition.calibration_se),
         instance_se=rescale(decomposition.instance_se), total_se=rescale(decomposition.total_se),
+        calibration_low=rescale(decomposition.calibration_low),
+        calibration_high=rescale(decomposition.calibration_high),
         additivity_error=float(additivity.max()) if additivity.size else 0.0,
         efficiency_error=float(efficiency.max()) if efficiency.size else 0.0,
     )
@@ -122,18 +140,40 @@ def calibration_attribution(design: Design, calibration_values: FloatArray
     return design.apply(calibration_values), design.standard_errors(calibration_values)
 
 
+def calibration_interval(design: Design, replicate_values: FloatArray, level: float = 0.9
+                         ) -> tuple[FloatArray, FloatArray]:
+    """Percentile interval of φ_C over bootstrap replicates of v_C, on the family's scale.
+
+    replicate_values: (n_replicates, n_coalitions); replicates the family refused (NaN rows)
+    are left out. The design is linear, so each replicate's φ_C is one more application.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"the interval level must lie strictly between 0 and 1, not {level}")
+    kept = replicate_values[np.isfinite(replicate_values).all(axis=1)]
+    if len(kept) < 2:
+        raise ValueError("too few bootstrap replicates gave a usable calibration quantile")
+    replicates = design.apply(kept)
+    tail = (1 - level) / 2
+    low, high = np.quantile(replicates, [tail, 1 - tail], axis=0)
+    return low, high
+
+
 def decompose(design: Design, calibration_values: FloatArray, instance_values: FloatArray,
               scale: Scale, units: Units, features: tuple[str, ...],
-              calibration: tuple[FloatArray, FloatArray | None] | None = None) -> Decomposition:
+              calibration: tuple[FloatArray, FloatArray | None] | None = None,
+              interval: tuple[FloatArray, FloatArray, float] | None = None) -> Decomposition:
     """Apply one design to the three games and express the result in `units`.
 
     calibration_values: (n_coalitions,); instance_values: (n_patients, n_coalitions);
-    calibration: `calibration_attribution(design, calibration_values)` when already known.
+    calibration: `calibration_attribution(design, calibration_values)` when already known;
+    interval: φ_C's bootstrap interval (low, high on the family's scale, level), if any.
     """
     n_patients = len(instance_values)
     if calibration is None:
         calibration = calibration_attribution(design, calibration_values)
     phi_c = np.tile(calibration[0], (n_patients, 1))
+    bounds = (None if interval is None
+              else [np.tile(interval[0], (n_patients, 1)), np.tile(interval[1], (n_patients, 1))])
     # φ_I and φ_T in one pass over the games; v_T = v_C + v_I is formed inside, elementwise.
     phi_i, phi_t = design.apply_offset(calibration_values, instance_values)
     errors: list[FloatArray | None] = [None, None, None]
@@ -149,6 +189,7 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         factor = logarithmic_mean_factor(width, base_width)[:, None]
         phi_c, phi_i, phi_t = phi_c * factor, phi_i * factor, phi_t * factor
         errors = [None if e is None else e * factor for e in errors]
+        bounds = None if bounds is None else [b * factor for b in bounds]  # factor > 0
         target = width - base_width
     else:
         width = np.exp(full) if scale == "log" else full
@@ -167,4 +208,7 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         efficiency_error=float(efficiency.max()) if efficiency.size else 0.0,
         efficient=design.efficient,
         calibration_se=errors[0], instance_se=errors[1], total_se=errors[2],
+        calibration_low=None if bounds is None else bounds[0],
+        calibration_high=None if bounds is None else bounds[1],
+        calibration_level=None if interval is None else interval[2],
     )

@@ -25,6 +25,7 @@ from core.decomposition import (
     Decomposition,
     Units,
     calibration_attribution,
+    calibration_interval,
     concatenate,
     decompose,
 )
@@ -47,6 +48,9 @@ MASKING_CHECK_TOLERANCE = 1e-9
 ~1e-13; a larger gap is a wrong answer, refused rather than reported)."""
 CHECKED_ROWS = 2
 """Calibration rows the masking spot check evaluates by brute force."""
+
+BOOTSTRAP_LEVEL = 0.9
+"""Default level of φ_C's bootstrap interval."""
 
 PATIENT_GAMES_KEPT = 32
 """Configurations (method, alpha, units, ...) whose per-patient setup is remembered."""
@@ -105,13 +109,16 @@ class PatientGames:
     calibration_attribution: tuple[FloatArray, FloatArray | None]
     """φ_C on the family's scale and its standard errors: the same for every chunk."""
     masking_check_error: float = 0.0
+    calibration_interval: tuple[FloatArray, FloatArray, float] | None = None
+    """φ_C's bootstrap interval (low, high on the family's scale, level), when asked for."""
 
     def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
                                                        FloatArray]:
         """(decomposition, prediction, lower, upper) for encoded patient rows."""
         v_i = instance_values(self.family, self.evaluator, rows, self.design.coalitions)
         decomposition = decompose(self.design, self.calibration_values, v_i, self.family.scale,
-                                  self.units, self.players, self.calibration_attribution)
+                                  self.units, self.players, self.calibration_attribution,
+                                  self.calibration_interval)
         comps = {name: self.evaluator.plain(name, rows) for name in self.family.components}
         self.family.check_components(comps, "patient row")
         lower, upper = self.family.interval(self.q_hat, comps)
@@ -167,25 +174,57 @@ class Explainer:
         return tuple(" + ".join(names[c] for c in group) for group in groups)
 
     def calibration_game(self, method: str, budget: int | None = None,
-                         groups: Groups | None = None) -> CalibrationGame:
-        """The calibration game on the method's design: from memory, disk, or computed once."""
+                         groups: Groups | None = None, keep_order: bool = False
+                         ) -> CalibrationGame:
+        """The calibration game on the method's design: from memory, disk, or computed once.
+
+        keep_order: also keep the calibration row behind each sorted score (what a bootstrap
+        needs); a game kept without it is then read or computed once more.
+        """
         key = (method, budget, groups)
-        if key not in self._games:
-            design = self.design(method, budget, groups)
-            stored_key = self._stored_key(design)
-            stored = None if stored_key is None else self.cache.get(stored_key)
-            if stored is not None and stored.shape == (len(design.coalitions),
-                                                       self.system.n_calibration):
-                game = CalibrationGame(self.system.family, design.coalitions, stored)
-            else:
-                game = CalibrationGame.compute(
-                    self.system.family, self.evaluator, self.system.calibration_rows,
-                    self.system.calibration_targets, design.coalitions,
-                )
-                if stored_key is not None:
-                    self.cache.put(stored_key, game.sorted_scores)
-            self._games[key] = game
+        game = self._games.get(key)
+        if game is None or (keep_order and game.order is None):
+            self._games[key] = self._stored_or_computed(self.design(method, budget, groups),
+                                                        keep_order)
         return self._games[key]
+
+    def _stored_or_computed(self, design: Design, keep_order: bool) -> CalibrationGame:
+        shape = (len(design.coalitions), self.system.n_calibration)
+        stored_key = self._stored_key(design)
+        order_key = None if stored_key is None else content_digest("row-order", stored_key)
+        stored = None if stored_key is None else self.cache.get(stored_key)
+        order = None
+        if keep_order and order_key is not None:
+            order = self.cache.get(order_key)
+        if stored is not None and stored.shape == shape and (
+                not keep_order or (order is not None and order.shape == shape)):
+            return CalibrationGame(self.system.family, design.coalitions, stored, order)
+        game = CalibrationGame.compute(
+            self.system.family, self.evaluator, self.system.calibration_rows,
+            self.system.calibration_targets, design.coalitions, keep_order=keep_order,
+        )
+        if stored_key is not None and order_key is not None:
+            self.cache.put(stored_key, game.sorted_scores)
+            if game.order is not None:
+                self.cache.put(order_key, game.order)
+        return game
+
+    def calibration_bootstrap(self, method: str, alpha: float, n_replicates: int,
+                              budget: int | None = None, groups: Groups | None = None,
+                              level: float = BOOTSTRAP_LEVEL
+                              ) -> tuple[FloatArray, FloatArray, float]:
+        """φ_C's percentile interval over `n_replicates` resampled calibration sets.
+
+        The calibration set is one draw: another would move q̂ and so φ_C. Each replicate
+        re-weights the kept masked scores (no model call); the background and the fitted
+        components stay fixed, so the interval is the calibration sample's share of the
+        uncertainty only. Returns (low, high) on the family's scale and the level.
+        """
+        design = self.design(method, budget, groups)
+        game = self.calibration_game(method, budget, groups, keep_order=True)
+        values = game.bootstrap_values(alpha, n_replicates, seed=self.seed)
+        low, high = calibration_interval(design, values, level)
+        return low, high, level
 
     def masking_check(self, method: str, budget: int | None = None,
                       groups: Groups | None = None) -> float:
@@ -219,8 +258,10 @@ class Explainer:
                               design.coalitions, self.evaluator.path)
 
     def patient_games(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
-                      budget: int | None = None, groups: Groups | None = None) -> PatientGames:
-        """Everything per-patient work needs, with the calibration game evaluated at alpha."""
+                      budget: int | None = None, groups: Groups | None = None,
+                      bootstrap: int = 0) -> PatientGames:
+        """Everything per-patient work needs, with the calibration game evaluated at alpha
+        (and φ_C's interval over `bootstrap` resampled calibration sets, when > 0)."""
         family = self.system.family
         if units == "log" and family.scale != "log":
             raise CpdecompError(
@@ -233,24 +274,32 @@ class Explainer:
         return PatientGames(family, self.evaluator, design, v_c, self.system, alpha,
                             self.system.quantile(alpha), rank, units, self.player_names(groups),
                             calibration_attribution(design, v_c),
-                            self.masking_check(method, budget, groups))
+                            self.masking_check(method, budget, groups),
+                            self.calibration_bootstrap(method, alpha, bootstrap, budget, groups)
+                            if bootstrap > 0 else None)
 
     def _games_for(self, method: str, alpha: float, units: Units, budget: int | None,
-                   groups: Groups | None) -> PatientGames:
+                   groups: Groups | None, bootstrap: int = 0) -> PatientGames:
         """patient_games, remembered: a dashboard explains one patient per click."""
-        key = (method, float(alpha), units, budget, groups)
+        key = (method, float(alpha), units, budget, groups, bootstrap)
         if key not in self._patient_games:
             if len(self._patient_games) >= PATIENT_GAMES_KEPT:
                 self._patient_games.pop(next(iter(self._patient_games)))  # the oldest
-            self._patient_games[key] = self.patient_games(method, alpha, units, budget, groups)
+            self._patient_games[key] = self.patient_games(method, alpha, units, budget, groups,
+                                                          bootstrap)
         return self._patient_games[key]
 
     def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
                      units: Units = "width", budget: int | None = None, jobs: int = 1,
                      progress: Progress | None = None, chunk_size: int | None = None,
-                     groups: Groups | None = None) -> Explanation:
-        """Explain encoded patient rows, chunk by chunk (in parallel when jobs != 1)."""
-        games = self._games_for(method, alpha, units, budget, groups)
+                     groups: Groups | None = None, calibration_bootstrap: int = 0
+                     ) -> Explanation:
+        """Explain encoded patient rows, chunk by chunk (in parallel when jobs != 1).
+
+        calibration_bootstrap: replicates of the calibration set behind φ_C's interval (0:
+        none); see calibration_bootstrap.
+        """
+        games = self._games_for(method, alpha, units, budget, groups, calibration_bootstrap)
         if chunk_size is None:
             chunk_size = max(1, CELLS_PER_CHUNK // len(games.design.coalitions))
         chunks = [rows[start:start + chunk_size] for start in range(0, len(rows), chunk_size)]
@@ -289,7 +338,9 @@ class Explainer:
 
     def explain(self, patients: pd.DataFrame, method: str = "exact", alpha: float = 0.1,
                 units: Units = "width", budget: int | None = None, jobs: int = 1,
-                progress: Progress | None = None, groups: Groups | None = None) -> Explanation:
+                progress: Progress | None = None, groups: Groups | None = None,
+                calibration_bootstrap: int = 0) -> Explanation:
         """Explain patients given as a table with the feature columns."""
         return self.explain_rows(self.system.fitted.encode(patients), method, alpha, units,
-                                 budget, jobs=jobs, progress=progress, groups=groups)
+                                 budget, jobs=jobs, progress=progress, groups=groups,
+                                 calibration_bootstrap=calibration_bootstrap)
