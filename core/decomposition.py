@@ -52,6 +52,13 @@ class Decomposition:
     calibration_high: FloatArray | None = None
     calibration_level: float | None = None
     """Nominal level of the calibration interval (e.g. 0.9)."""
+    fixed_quantile: FloatArray | None = None
+    """(n_patients, n_features) Shapley values of the width with q̂ held at the full model's
+    value, in width units whatever `units` says: what shap on a fitted conformal regressor's
+    interval width gives (the practitioners' comparator). It never recalibrates, so it holds
+    no calibration-driven part: it equals φ_I on the identity families and is 0 for the
+    absolute family; it sums to width − (width with every feature masked at the same q̂).
+    None unless asked for."""
 
     @property
     def calibration_sign_uncertain(self) -> np.ndarray | None:
@@ -85,6 +92,7 @@ def concatenate(parts: list[Decomposition]) -> Decomposition:
         calibration_low=_stack([p.calibration_low for p in parts]),
         calibration_high=_stack([p.calibration_high for p in parts]),
         calibration_level=first.calibration_level,
+        fixed_quantile=_stack([p.fixed_quantile for p in parts]),
     )
 
 
@@ -161,12 +169,14 @@ def calibration_interval(design: Design, replicate_values: FloatArray, level: fl
 def decompose(design: Design, calibration_values: FloatArray, instance_values: FloatArray,
               scale: Scale, units: Units, features: tuple[str, ...],
               calibration: tuple[FloatArray, FloatArray | None] | None = None,
-              interval: tuple[FloatArray, FloatArray, float] | None = None) -> Decomposition:
+              interval: tuple[FloatArray, FloatArray, float] | None = None,
+              fixed_quantile: bool = False) -> Decomposition:
     """Apply one design to the three games and express the result in `units`.
 
     calibration_values: (n_coalitions,); instance_values: (n_patients, n_coalitions);
     calibration: `calibration_attribution(design, calibration_values)` when already known;
-    interval: φ_C's bootstrap interval (low, high on the family's scale, level), if any.
+    interval: φ_C's bootstrap interval (low, high on the family's scale, level), if any;
+    fixed_quantile: also the Shapley values of the width at a fixed q̂ (see Decomposition).
     """
     n_patients = len(instance_values)
     if calibration is None:
@@ -181,6 +191,10 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         total_values = calibration_values[None, :] + instance_values
         errors = [None if calibration[1] is None else np.tile(calibration[1], (n_patients, 1)),
                   design.standard_errors(instance_values), design.standard_errors(total_values)]
+    fixed = None
+    if fixed_quantile:  # v_F(S) = T⁻¹(A(q̂) + B(h_S)): the instance game at the full model's q̂
+        at_full_quantile = calibration_values[design.full_index] + instance_values
+        fixed = design.apply(np.exp(at_full_quantile) if scale == "log" else at_full_quantile)
     full = calibration_values[design.full_index] + instance_values[:, design.full_index]
     empty = float(calibration_values[design.empty_index]
                   + (instance_values[0, design.empty_index] if n_patients else 0.0))
@@ -211,4 +225,5 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         calibration_low=None if bounds is None else bounds[0],
         calibration_high=None if bounds is None else bounds[1],
         calibration_level=None if interval is None else interval[2],
+        fixed_quantile=fixed,
     )

@@ -12,7 +12,7 @@ Dask backend runs the same chunks on a cluster.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import joblib
 import numpy as np
@@ -82,6 +82,8 @@ class Explanation:
     masking_check_error: float = 0.0
     """Largest relative gap between the fast masking paths and brute force on a few of the
     design's coalitions (0 when brute force served every component)."""
+    calibration_bootstrap: int = 0
+    """Replicates of the calibration set behind φ_C's interval (0: no interval)."""
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -111,6 +113,8 @@ class PatientGames:
     masking_check_error: float = 0.0
     calibration_interval: tuple[FloatArray, FloatArray, float] | None = None
     """φ_C's bootstrap interval (low, high on the family's scale, level), when asked for."""
+    fixed_quantile: bool = False
+    """Also compute the fixed-q̂ comparator view (Decomposition.fixed_quantile)."""
 
     def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
                                                        FloatArray]:
@@ -118,7 +122,7 @@ class PatientGames:
         v_i = instance_values(self.family, self.evaluator, rows, self.design.coalitions)
         decomposition = decompose(self.design, self.calibration_values, v_i, self.family.scale,
                                   self.units, self.players, self.calibration_attribution,
-                                  self.calibration_interval)
+                                  self.calibration_interval, self.fixed_quantile)
         comps = {name: self.evaluator.plain(name, rows) for name in self.family.components}
         self.family.check_components(comps, "patient row")
         lower, upper = self.family.interval(self.q_hat, comps)
@@ -292,14 +296,17 @@ class Explainer:
     def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
                      units: Units = "width", budget: int | None = None, jobs: int = 1,
                      progress: Progress | None = None, chunk_size: int | None = None,
-                     groups: Groups | None = None, calibration_bootstrap: int = 0
-                     ) -> Explanation:
+                     groups: Groups | None = None, calibration_bootstrap: int = 0,
+                     fixed_quantile: bool = False) -> Explanation:
         """Explain encoded patient rows, chunk by chunk (in parallel when jobs != 1).
 
         calibration_bootstrap: replicates of the calibration set behind φ_C's interval (0:
-        none); see calibration_bootstrap.
+        none); see calibration_bootstrap. fixed_quantile: also the practitioners' comparator,
+        the Shapley values of the width at the full model's q̂ (Decomposition.fixed_quantile).
         """
         games = self._games_for(method, alpha, units, budget, groups, calibration_bootstrap)
+        if fixed_quantile:
+            games = replace(games, fixed_quantile=True)
         if chunk_size is None:
             chunk_size = max(1, CELLS_PER_CHUNK // len(games.design.coalitions))
         chunks = [rows[start:start + chunk_size] for start in range(0, len(rows), chunk_size)]
@@ -334,13 +341,15 @@ class Explainer:
             n_evaluations=len(games.design.coalitions),
             n_calibration=self.system.n_calibration, background_size=len(self.background),
             masking_check_error=games.masking_check_error,
+            calibration_bootstrap=calibration_bootstrap,
         )
 
     def explain(self, patients: pd.DataFrame, method: str = "exact", alpha: float = 0.1,
                 units: Units = "width", budget: int | None = None, jobs: int = 1,
                 progress: Progress | None = None, groups: Groups | None = None,
-                calibration_bootstrap: int = 0) -> Explanation:
+                calibration_bootstrap: int = 0, fixed_quantile: bool = False) -> Explanation:
         """Explain patients given as a table with the feature columns."""
         return self.explain_rows(self.system.fitted.encode(patients), method, alpha, units,
                                  budget, jobs=jobs, progress=progress, groups=groups,
-                                 calibration_bootstrap=calibration_bootstrap)
+                                 calibration_bootstrap=calibration_bootstrap,
+                                 fixed_quantile=fixed_quantile)

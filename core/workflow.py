@@ -97,11 +97,14 @@ class Study:
     def explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
                 budget: int | None = None, rows: Sequence[int] | None = None, jobs: int = 1,
                 progress: Progress | None = None,
-                groups: Sequence[Sequence[str]] | None = None) -> Report:
+                groups: Sequence[Sequence[str]] | None = None, calibration_bootstrap: int = 0,
+                fixed_quantile: bool = False) -> Report:
         """Explain all patients (or the given positions among them).
 
         `groups` lists features that move together as one player (e.g. [["sbp", "dbp"]]);
-        features in no group stay players of their own.
+        features in no group stay players of their own. `calibration_bootstrap` replicates of
+        the calibration set give φ_C an interval (0: none); `fixed_quantile` adds the Shapley
+        values of the width at a fixed q̂ (what shap on a fitted conformal regressor gives).
         """
         positions = np.arange(len(self.patients)) if rows is None else np.asarray(rows, dtype=int)
         table = self.patients.iloc[positions]
@@ -109,6 +112,7 @@ class Study:
         explanation = self.explainer.explain_rows(
             self.patient_rows[positions], method=method, alpha=alpha, units=units, budget=budget,
             jobs=jobs, progress=progress, groups=players,
+            calibration_bootstrap=calibration_bootstrap, fixed_quantile=fixed_quantile,
         )
         targets = None if self.patient_targets is None else self.patient_targets[positions]
         return Report(
@@ -169,6 +173,8 @@ class Study:
             "additivity_error": d.additivity_error,
             "efficiency_error": d.efficiency_error,
             "masking_check_error": explanation.masking_check_error,
+            "calibration_bootstrap": explanation.calibration_bootstrap,
+            "calibration_level": d.calibration_level,
             "efficient": d.efficient,
             "sampled": d.total_se is not None,
             "n_evaluations": explanation.n_evaluations,

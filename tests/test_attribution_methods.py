@@ -25,13 +25,13 @@ from core import (
 )
 from core.attribution import METHOD_BUDGETS, METHODS, NOT_DECOMPOSABLE, build_design
 from core.attribution.base import TermDesign
-from core.attribution.convergence import error_by_budget, exact_values, on_lattice
 from core.attribution.kernel import minimum_kernel_budget
-from core.attribution.nonlinear import additivity_error
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
 from core.attribution.shap_permutation import replayed_permutations, run_shap_permutation
 from core.errors import CpdecompError
 from core.games import instance_values
+from experiments.convergence import error_by_budget, exact_values, on_lattice
+from experiments.nonlinear import additivity_error
 
 SAMPLED = [m for m in METHODS if METHOD_BUDGETS[m] is not None]
 DIABETES_FEATURES = ["age", "sex", "bmi", "bp", "s1 tc", "s2 ldl", "s3 hdl", "s4 tch", "s5 ltg",

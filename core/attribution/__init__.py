@@ -18,8 +18,8 @@ from core.attribution.kernel import (
     minimum_kernel_budget,
 )
 from core.attribution.leave_one_out import leave_one_out_design
-from core.attribution.nonlinear import NOT_DECOMPOSABLE
 from core.attribution.permutation import DEFAULT_PERMUTATIONS, permutation_design
+from core.attribution.refused import NOT_DECOMPOSABLE
 from core.attribution.shap_kernel import shap_kernel_design
 from core.attribution.shap_permutation import shap_permutation_design
 from core.errors import CpdecompError

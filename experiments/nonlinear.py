@@ -1,9 +1,9 @@
-"""Attribution methods that are not linear in the game, kept to measure why they are refused.
+"""Attribution methods that are not linear in the game, kept to measure why core refuses them.
 
 φ_T = φ_C + φ_I needs φ(v_C + v_I) = φ(v_C) + φ(v_I). Each method below breaks that: its
 answer depends on the values through a ratio or a data-driven selection, so the three vectors
-it gives do not add up and no design can make them. They are not in the METHODS registry; the
-registry's build_design names the reason when one is asked for, and `additivity_error`
+it gives do not add up and no design can make them. They are not in core's METHODS registry;
+its build_design names the reason (core.attribution.NOT_DECOMPOSABLE), and `additivity_error`
 measures the gap on any game (docs/attribution.md shows it on real data). They work on the full
 lattice of 2^d coalition values (index = bitmask, player j is bit j), small d only.
 """
@@ -11,7 +11,6 @@ lattice of 2^d coalition values (index = bitmask, player j is bit j), small d on
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from sklearn.linear_model import Ridge
@@ -94,39 +93,18 @@ def lime_selected(lattice: FloatArray, n_players: int, seed: int = 0) -> FloatAr
     return out
 
 
-@dataclass(frozen=True)
-class NonLinearMethod:
-    """A refused method: its label, why it cannot be decomposed, and how it would attribute."""
-
-    label: str
-    reason: str
-    attribute: Callable[[FloatArray, int, int], FloatArray]
-
-
-NOT_DECOMPOSABLE: dict[str, NonLinearMethod] = {
-    "proportional": NonLinearMethod(
-        "Proportional Shapley — not decomposable",
-        "proportional Shapley splits each dividend in proportion to the game's own stand-alone "
-        "values, a ratio of the values, so φ(v_C + v_I) ≠ φ(v_C) + φ(v_I)",
-        proportional_shapley),
-    "kernel-l1": NonLinearMethod(
-        "KernelSHAP with L1 feature selection — not decomposable",
-        "KernelSHAP with L1 selection picks different features for each game, so the "
-        "calibration and instance attributions do not add up to the total; use kernel "
-        "(l1_reg=False)",
-        kernel_shap_l1),
-    "lime": NonLinearMethod(
-        "LIME with feature selection — not decomposable",
-        "LIME's feature selection depends on the game's values, so the calibration and "
-        "instance attributions do not add up to the total",
-        lime_selected),
+ATTRIBUTE: dict[str, Callable[[FloatArray, int, int], FloatArray]] = {
+    "proportional": proportional_shapley,
+    "kernel-l1": kernel_shap_l1,
+    "lime": lime_selected,
 }
+"""How each method core refuses (core.attribution.NOT_DECOMPOSABLE) would attribute a game."""
 
 
 def additivity_error(method: str, calibration: FloatArray, instance: FloatArray,
                      n_players: int, seed: int = 0) -> float:
     """max |φ(v_C + v_I) − φ(v_C) − φ(v_I)| of a refused method on lattice values."""
-    attribute = NOT_DECOMPOSABLE[method].attribute
+    attribute = ATTRIBUTE[method]
     instance = np.atleast_2d(instance)
     total = calibration[None, :] + instance
     phi_c = attribute(calibration, n_players, seed)

@@ -1,6 +1,6 @@
 """Budget against error: each sampled method measured against its exact value, over seeds.
 
-    python -m core.attribution.convergence sample_data/diabetes.csv
+    python -m experiments.convergence sample_data/diabetes.csv
 
 prints the table in docs/attribution.md: games on the full lattice of 2^d coalitions (the
 calibration game and some patients' instance and total games of a real conformal system), every
@@ -17,8 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core import Explainer, fit_system, load_table, split_rows, target_values
+from core.attribution import build_design
 from core.attribution.base import Design
 from core.coalitions import bits_from_coalitions
+from core.games import instance_values
 from core.typing import FloatArray
 
 REFERENCE = {"banzhaf-sampled": "banzhaf"}
@@ -55,8 +58,6 @@ def on_lattice(design: Design, lattice: FloatArray) -> FloatArray:
 
 def exact_values(method: str, lattice: FloatArray, n_players: int) -> FloatArray:
     """The exact attributions a sampled `method` estimates."""
-    from core.attribution import build_design
-
     design = build_design(REFERENCE.get(method, "exact"), n_players)
     return design.apply(on_lattice(design, lattice))
 
@@ -65,8 +66,6 @@ def error_by_budget(lattice: FloatArray, n_players: int, methods: Sequence[str] 
                     budgets: dict[str, Sequence[int]] | None = None,
                     seeds: Sequence[int] = range(20)) -> list[ErrorRow]:
     """RMSE, mean standard error and two-SE coverage of each method at each budget."""
-    from core.attribution import build_design
-
     budgets = BUDGETS if budgets is None else budgets
     rows = []
     for method in methods:
@@ -100,9 +99,6 @@ def markdown(rows: Sequence[ErrorRow]) -> str:
 
 def diabetes_lattice(path: str, n_patients: int = 5) -> tuple[FloatArray, int]:
     """Calibration, instance and total games of a normalized-family GBM system, on 2^d."""
-    from core import Explainer, fit_system, load_table, split_rows, target_values
-    from core.games import instance_values
-
     table = load_table(path)
     y = target_values(table, "progression")
     features = [c for c in table.columns if c not in ("patient_id", "progression")]
