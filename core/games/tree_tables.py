@@ -40,6 +40,8 @@ SERIAL_ROWS = 2
 """Up to this many rows the kernels run on the calling thread (no thread wake-up)."""
 BLOCKS_PER_THREAD = 4
 """Row blocks per worker thread: each block reuses its buffers for all of its rows."""
+OFFSET_TABLES_KEPT = 4
+"""Coalition designs whose per-group buffer offsets are remembered (a few are in use at once)."""
 
 
 def _test_key(condition: Condition) -> tuple:
@@ -127,6 +129,7 @@ class TreeTables:
         """Per test and answer, the (leaf, mask) of every condition that answer fails."""
         self.walks = _tree_walks(np.asarray(ensemble.trees), self.paths)
         """The trees as nodes again, for plain predictions."""
+        self._offsets: dict[int, tuple[np.ndarray, tuple[np.ndarray, ...]]] = {}
 
     def lattice(self, rows: FloatArray) -> FloatArray:
         """(n_rows, 2^d): g_S(row) for every coalition S (bit j of the index = player j)."""
@@ -161,11 +164,31 @@ class TreeTables:
             if bits.size == lattice.shape[1] and bool((bits == np.arange(bits.size)).all()):
                 return lattice  # the whole lattice in order (exact Shapley): no gather
             return lattice[:, bits]
+        reads = self._coalition_reads(np.asarray(bits, dtype=np.int64))
         with parallel_section():
             return _coalition_values(
-                np.ascontiguousarray(rows, dtype=np.float64), np.asarray(bits, dtype=np.int64),
+                np.ascontiguousarray(rows, dtype=np.float64), *reads,
                 self.base, self.tests, self.paths, self.groups, self.terms,
             )
+
+    def _coalition_reads(self, bits: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Where each coalition reads the group buffers, worked out once per design.
+
+        S ∩ F_g (the group's local bits) does not depend on the row: offsets[c, g] is kept
+        per design rather than recomputed per (row, coalition, group). And a coalition that
+        is another one plus a player j (every permutation prefix is) differs from it only in
+        the groups whose players include j: it is computed as that parent's value plus those
+        groups' changes, about k/d of the groups. Returns (offsets, order, parent, change
+        start, new reads, old reads); parents come before their children in `order`.
+        """
+        key = id(bits)
+        if key not in self._offsets or self._offsets[key][0] is not bits:
+            if len(self._offsets) >= OFFSET_TABLES_KEPT:
+                self._offsets.pop(next(iter(self._offsets)))
+            group_start, group_k, group_global = self.groups[2], self.groups[3], self.groups[4]
+            offsets = _offsets_of(bits, group_start, group_k, group_global)
+            self._offsets[key] = (bits, (offsets, *_chains(bits, offsets, self.n_players)))
+        return self._offsets[key][1]
 
     def coalition_values(self, rows: FloatArray, coalitions: np.ndarray) -> FloatArray:
         """(n_coalitions, n_rows) masked predictions for boolean masks over the players."""
@@ -197,6 +220,37 @@ def _host_groups(path_players: list[tuple[int, ...]]) -> dict[tuple[int, ...], t
         else:
             host[players] = chosen[1]
     return host
+
+
+def _chains(bits: np.ndarray, offsets: np.ndarray, n_players: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(order, parent, change start, new reads, old reads) of coalitions as one-player
+    extensions.
+
+    parent[c] is a coalition of the design equal to c without one of its players (-1 when
+    none is in the design); order lists coalitions by size, so a parent comes first; the
+    buffer reads that differ between c and its parent are new[start[c]:start[c+1]] (c's) and
+    old[...] (the parent's), stored as offsets so a row reads them in sequence.
+    """
+    n = bits.size
+    parent = np.full(n, -1, dtype=np.int64)
+    ranked = np.argsort(bits, kind="stable")
+    sorted_bits = bits[ranked]
+    for j in range(n_players):
+        player = np.int64(1) << np.int64(j)
+        without = bits & ~player
+        position = np.minimum(np.searchsorted(sorted_bits, without), n - 1)
+        found = ((bits & player) != 0) & (sorted_bits[position] == without) & (parent < 0)
+        parent[found] = ranked[position[found]]
+    sizes = np.array([int(b).bit_count() for b in bits.tolist()], dtype=np.int64)
+    order = np.argsort(sizes, kind="stable").astype(np.int64)
+    has_parent = parent >= 0
+    differs = np.zeros(offsets.shape, dtype=np.bool_)
+    differs[has_parent] = offsets[has_parent] != offsets[parent[has_parent]]
+    coalition, changed = np.nonzero(differs)
+    start = np.concatenate([[0], np.cumsum(np.bincount(coalition, minlength=n))])
+    return (order, parent, start.astype(np.int64), offsets[coalition, changed],
+            offsets[parent[coalition], changed])
 
 
 def _blocks(n_rows: int) -> int:
@@ -515,11 +569,30 @@ def _lattice_parallel(rows, n_players, base, tests, paths, failures, groups, ter
 
 
 @njit(cache=True, parallel=True)
-def _coalition_values(rows, coalition_bits, base, tests, paths, groups, terms):
-    """Per coalition instead of the lattice: each group's buffer read at S ∩ F_g."""
-    (group_leaves, group_leaf_start, group_start, group_k, group_global) = groups
+def _offsets_of(coalition_bits, group_start, group_k, group_global):
+    """offsets[c, g] = group g's buffer offset plus S_c ∩ F_g in its local bits."""
+    out = np.empty((coalition_bits.size, group_k.size), dtype=np.int32)  # < 2^31 entries
+    for c in prange(coalition_bits.size):
+        bits = coalition_bits[c]
+        for g in range(group_k.size):
+            offset = group_start[g]
+            local = 0
+            for i in range(group_k[g]):  # bit i of the group is player of global mask 1 << i
+                if bits & group_global[offset + (1 << i)]:
+                    local |= 1 << i
+            out[c, g] = offset + local
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _coalition_values(rows, offsets, order, parent, change_start, new_reads, old_reads, base,
+                      tests, paths, groups, terms):
+    """Per coalition instead of the lattice: g_S = base + Σ_g buffer_g[S ∩ F_g], each
+    coalition with a parent in the design as the parent's value plus its changed groups."""
+    (group_leaves, group_leaf_start, group_start, group_k, _) = groups
     table_start = paths[5]
-    out = np.empty((rows.shape[0], coalition_bits.size))
+    n_coalitions, n_groups = offsets.shape
+    out = np.empty((rows.shape[0], n_coalitions))
     for r in prange(rows.shape[0]):
         answers = np.empty(tests[0].size, dtype=np.bool_)
         _answers(rows[r], tests, answers)
@@ -529,15 +602,16 @@ def _coalition_values(rows, coalition_bits, base, tests, paths, groups, terms):
                 leaf = group_leaves[i]
                 _add_reached_terms(buffers, group_start[g], _reach(answers, leaf, paths), terms,
                                    table_start[leaf])
-        for c in range(coalition_bits.size):
-            bits = coalition_bits[c]
-            total = base
-            for g in range(group_k.size):
-                local = 0
-                offset = group_start[g]
-                for i in range(group_k[g]):  # bit i of the group is player of global mask 1 << i
-                    if bits & group_global[offset + (1 << i)]:
-                        local |= 1 << i
-                total += buffers[offset + local]
-            out[r, c] = total
+        values = out[r]
+        for c in order:
+            p = parent[c]
+            if p < 0:
+                total = base
+                for g in range(n_groups):
+                    total += buffers[offsets[c, g]]
+            else:
+                total = values[p]
+                for e in range(change_start[c], change_start[c + 1]):
+                    total += buffers[new_reads[e]] - buffers[old_reads[e]]
+            values[c] = total
     return out
