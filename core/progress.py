@@ -56,10 +56,11 @@ class ProgressBar:
             return None
         return (total - done) * (now - since) / (done - done_then)
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, now: float | None = None) -> None:
+        """Report `done` of `total`; `now` is a time.perf_counter() reading (default: now)."""
         if not self.enabled or total <= 0:
             return
-        now = time.perf_counter()
+        now = time.perf_counter() if now is None else now
         left = self.remaining(done, total, now)
         if self._first is None:
             self._first = (now, done)
