@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -82,7 +83,7 @@ def _positive(text: str) -> int:
         value = float(text.replace("_", "")) if "e" in text.lower() else int(text.replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value != int(value) or value < 1:
+    if not math.isfinite(value) or value != int(value) or value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
     return int(value)
 
@@ -92,7 +93,7 @@ def _verbosity(parser: argparse.ArgumentParser) -> None:
     quiet.add_argument("-q", "--quiet", action="store_true",
                        help="print nothing but errors (no progress, no summary line)")
     quiet.add_argument("-v", "--verbose", action="store_true",
-                       help="also print each step (reading, fitting, the games) with timings")
+                       help="also print each step (reading, fitting, writing) with timings")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -211,6 +212,9 @@ def stdin_to_file(folder: Path, limits: TableLimits) -> Path:
 
     The readers check a file before reading it (size, footer, encoding): a pipe is made one.
     """
+    if sys.stdin is None or sys.stdin.isatty():
+        raise CpdecompError("DATA - reads standard input, which is a terminal here: pipe a "
+                            "table in (< file.csv) or give the file's name")
     source = sys.stdin.buffer
     head = source.read(len(PARQUET_MAGIC))
     if not head:

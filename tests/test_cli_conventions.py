@@ -256,6 +256,24 @@ def test_empty_stdin_is_one_line() -> None:
     assert len(lines) == 1 and "standard input is empty" in lines[0]
 
 
+def test_stdin_from_a_terminal_is_refused_rather_than_waited_for() -> None:
+    """`cpdecomp explain -` typed at a prompt would hang on the keyboard: say what to do."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "core.cli", "explain", "-", "--target", TARGET, "--out", "-",
+             "--format", "csv"], stdin=terminal, capture_output=True, timeout=300, check=False,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert done.returncode == EXIT_BAD_INPUT
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "is a terminal" in lines[0], lines
+
+
 def test_stdin_over_the_byte_cap_is_refused_naming_the_option() -> None:
     done = run_process("explain", "-", "--target", TARGET, "--out", "-", "--format", "csv",
                        "--max-bytes", "1000", stdin=SAMPLE.read_bytes())
@@ -294,7 +312,7 @@ def test_a_lowered_cap_reaches_the_reader(capsys, tmp_path, option, needle) -> N
     assert needle in message
 
 
-@pytest.mark.parametrize("value", ["0", "-5", "ten", "1.5"])
+@pytest.mark.parametrize("value", ["0", "-5", "ten", "1.5", "1e400", "nan", "1e-3"])
 def test_caps_must_be_whole_positive_numbers(capsys, tmp_path, value) -> None:
     assert_bad_input(capsys, *BASE, "--max-rows", value, "--out", tmp_path / "o.csv")
 
