@@ -97,7 +97,12 @@ def test_the_schema_rejects_what_the_format_does_not_allow(capsys, tmp_path, val
     assert broken(lambda d: d["patients"][0]["features"][0].pop("instance"))
     assert broken(lambda d: d["patients"][0]["features"][0].update(total="1.0"))
     assert broken(lambda d: d["patients"][0].update(width="wide"))
-    assert not broken(lambda d: d["meta"].update(masking_check_error=3e-15))  # the lead's field
+    assert broken(lambda d: d["meta"].update(calibration_bootstrap=-1))
+    assert broken(lambda d: d["meta"].update(calibration_level=1.5))
+    # Fields of meta that other work adds (the fast paths' spot check, φ_C's bootstrap):
+    assert not broken(lambda d: d["meta"].update(masking_check_error=3e-15))
+    assert not broken(lambda d: d["meta"].update(calibration_bootstrap=0, calibration_level=None))
+    assert not broken(lambda d: d["meta"].update(calibration_bootstrap=200, calibration_level=0.9))
 
 
 def test_the_schema_lists_the_registries() -> None:
