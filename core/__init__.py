@@ -1,6 +1,8 @@
 """cpdecomp core: split-conformal families, the two games, and their attributions."""
 
+import importlib
 import os
+from typing import TYPE_CHECKING
 
 # Gradient boosting's OpenMP threads spin while they wait for work. When other processes share
 # the cores (dashboard sessions, a test runner, a nightly batch) the spinning makes a fit 5-20x
@@ -20,16 +22,59 @@ if "NUMBA_CACHE_DIR" not in os.environ and not os.access(
                                                  f"cpdecomp-numba-{os.getuid()}")
 
 
-from core.attribution import METHODS, build_design
-from core.conformal import FAMILIES, conformal_rank, get_family, minimum_calibration_size
-from core.data import choose_columns, split_rows, target_values
-from core.decomposition import Decomposition
-from core.errors import CpdecompError
-from core.explainer import Explainer, Explanation
-from core.models import MODELS
-from core.system import ConformalSystem, FittedSystem, fit_system, system_from_functions
-from core.tables import load_table
-from core.workflow import Report, Study, StudyOptions, prepare_study
+# The public names are imported on first use (PEP 562): `import core`, `cpdecomp --version` and
+# the dashboard's first paint do not pay for scikit-learn, numba and SciPy (about 2 s cold)
+# until something is computed.
+_PUBLIC = {
+    "METHODS": "core.attribution",
+    "build_design": "core.attribution",
+    "FAMILIES": "core.conformal",
+    "conformal_rank": "core.conformal",
+    "get_family": "core.conformal",
+    "minimum_calibration_size": "core.conformal",
+    "choose_columns": "core.data",
+    "split_rows": "core.data",
+    "target_values": "core.data",
+    "Decomposition": "core.decomposition",
+    "CpdecompError": "core.errors",
+    "Explainer": "core.explainer",
+    "Explanation": "core.explainer",
+    "MODELS": "core.models",
+    "ConformalSystem": "core.system",
+    "FittedSystem": "core.system",
+    "fit_system": "core.system",
+    "system_from_functions": "core.system",
+    "load_table": "core.tables",
+    "Report": "core.workflow",
+    "Study": "core.workflow",
+    "StudyOptions": "core.workflow",
+    "prepare_study": "core.workflow",
+}
+
+if TYPE_CHECKING:
+    from core.attribution import METHODS, build_design
+    from core.conformal import FAMILIES, conformal_rank, get_family, minimum_calibration_size
+    from core.data import choose_columns, split_rows, target_values
+    from core.decomposition import Decomposition
+    from core.errors import CpdecompError
+    from core.explainer import Explainer, Explanation
+    from core.models import MODELS
+    from core.system import ConformalSystem, FittedSystem, fit_system, system_from_functions
+    from core.tables import load_table
+    from core.workflow import Report, Study, StudyOptions, prepare_study
+
+
+def __getattr__(name: str) -> object:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
+
 
 __all__ = [
     "FAMILIES",

@@ -3,18 +3,25 @@
 Bad input exits with status 2 and one line on stderr that says what is wrong and how to fix
 it; an unexpected failure exits with status 1, also in one line, with the error's type and
 place but not its message, which could quote the data (CPDECOMP_DEBUG=1 shows the traceback).
+Results go to --out (a file, or `-` for standard output); stderr carries progress, the summary
+line and errors, so a pipe's data stays clean.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import logging
+import math
 import os
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import joblib
 
@@ -23,15 +30,44 @@ from core.conformal import FAMILIES, alpha_fraction
 from core.data import parse_split
 from core.errors import CpdecompError
 from core.games import MASKING_PATHS
-from core.games.cache import CACHE_DIR_ENV, shared_cache
+from core.games.cache import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, shared_cache
 from core.models import MODELS
-from core.output import output_format, write_report
+from core.optional import require
+from core.output import STDOUT, output_format, write_report
 from core.progress import ProgressBar
-from core.tables import load_table
+from core.tables import LIMITS, TableLimits, load_table
+from core.versions import library_versions
 from core.workflow import StudyOptions, prepare_study
 
-EXIT_BAD_INPUT = 2
+if TYPE_CHECKING:
+    import pandas as pd
+
+EXIT_OK = 0
 EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE, what `cat` and `grep` end with when `| head` stops reading."""
+STDIN = "-"
+
+EPILOG = f"""\
+examples:
+  cpdecomp explain sample_data/diabetes.csv --target progression --id-column patient_id \\
+      --out explanations.csv
+  cpdecomp explain cohort.parquet --target cd4 --model rf --jobs -1 --out explained.json
+  cpdecomp explain - --target progression --out - --format csv < patients.csv > explained.csv
+  cpdecomp explain big.csv --target y --max-cells 60000000 --max-bytes 2000000000 --out big.parquet
+  cpdecomp cache info
+
+exit status:
+  {EXIT_OK}    success (output written)
+  {EXIT_INTERNAL}    internal error: one line with its type and place (CPDECOMP_DEBUG=1 shows
+       the traceback)
+  {EXIT_BAD_INPUT}    bad input or usage: one line on stderr that says what is wrong; no output
+       is written
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+  {EXIT_BROKEN_PIPE}  the reader of --out - stopped reading early (e.g. | head)
+"""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -41,15 +77,39 @@ class OneLineParser(argparse.ArgumentParser):
         raise CpdecompError(f"{message} (see '{self.prog} --help')")
 
 
+def _positive(text: str) -> int:
+    """A whole number ≥ 1 (a cap); 1e6-style and 1_000_000 are accepted."""
+    try:
+        value = float(text.replace("_", "")) if "e" in text.lower() else int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not math.isfinite(value) or value != int(value) or value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(value)
+
+
+def _verbosity(parser: argparse.ArgumentParser) -> None:
+    quiet = parser.add_mutually_exclusive_group()
+    quiet.add_argument("-q", "--quiet", action="store_true",
+                       help="print nothing but errors (no progress, no summary line)")
+    quiet.add_argument("-v", "--verbose", action="store_true",
+                       help="also print each step (reading, fitting, writing) with timings")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="cpdecomp", description=__doc__.splitlines()[0])
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = OneLineParser(prog="cpdecomp", description=__doc__.splitlines()[0],
+                           epilog=EPILOG, formatter_class=formatter)
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="show the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     explain = commands.add_parser(
         "explain", help="explain conformal interval widths of patients",
         description="Split each patient's interval width into calibration-driven and "
-        "instance-driven attributions per feature.",
+        "instance-driven attributions per feature.", epilog=EPILOG, formatter_class=formatter,
     )
-    explain.add_argument("data", metavar="DATA", help="CSV or Parquet file of patients")
+    explain.add_argument("data", metavar="DATA",
+                         help="CSV or Parquet file of patients, or - for standard input")
     explain.add_argument("--target", required=True, help="the outcome column")
     explain.add_argument("--id-column", help="column that identifies patients")
     explain.add_argument("--features", help="comma-separated feature columns (default: all others)")
@@ -57,8 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--calibration", help="calibration file (with --train)")
     explain.add_argument("--split", default="0.5,0.25,0.25",
                          help="train,calibration,test fractions of DATA (default %(default)s)")
-    explain.add_argument("--family", default="normalized", choices=list(FAMILIES))
-    explain.add_argument("--model", default="gbm", choices=list(MODELS))
+    explain.add_argument("--family", default="normalized", choices=list(FAMILIES),
+                         help="conformal score family: absolute residuals, normalized by a "
+                         "fitted spread, gamma (relative), or conformalized quantile regression "
+                         "(cqr, cqr-r on the log scale) (default %(default)s)")
+    explain.add_argument("--model", default="gbm", choices=list(MODELS),
+                         help="point model: gradient boosting, random forest or least squares "
+                         "(default %(default)s)")
     explain.add_argument("--method", default="exact", metavar="|".join(METHODS),
                          help="attribution method (default %(default)s)")
     explain.add_argument("--budget", "--permutations", dest="budget", type=int, default=None,
@@ -72,16 +137,37 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--background", type=int, default=None,
                          help="background rows drawn from training (default: 1000 where tree "
                          "tables or a closed form apply, else 64)")
-    explain.add_argument("--scale", default="width", choices=["width", "log"])
+    explain.add_argument("--scale", default="width", choices=["width", "log"],
+                         help="units of the attributions: width (they sum to width - base "
+                         "width), or log for the log-scale families (they sum to ln(width / "
+                         "base width)) (default %(default)s)")
     explain.add_argument("--masking", default="auto", choices=list(MASKING_PATHS),
                          help="masked predictions: auto (tree tables or closed form where the "
                          "model allows, else brute force), tables, or brute")
-    explain.add_argument("--seed", type=int, default=0)
+    explain.add_argument("--seed", type=int, default=0,
+                         help="seed of the split, the model, the background draw and sampled "
+                         "methods: the same seed gives the same output (default %(default)s)")
     explain.add_argument("--jobs", type=int, default=1,
                          help="parallel workers for the patients (joblib; -1 = all cores)")
     explain.add_argument("--scheduler", metavar="ADDRESS",
                          help="run the patients on a Dask cluster (e.g. tcp://host:8786)")
-    explain.add_argument("--out", required=True, help="FILE.csv, FILE.parquet or FILE.json")
+    explain.add_argument("--out", required=True,
+                         help="FILE.csv, FILE.parquet or FILE.json, or - for standard output "
+                         "(with --format)")
+    explain.add_argument("--format", choices=["csv", "parquet", "json"],
+                         help="output format; needed with --out -, else the extension says it")
+    caps = explain.add_argument_group(
+        "caps on each input file", "Reading stops at these, so that a wrong file cannot "
+        "exhaust memory;\nraise them for a cohort that is larger on purpose.")
+    caps.add_argument("--max-rows", type=_positive, default=LIMITS.max_rows, metavar="N",
+                      help="most data rows (default %(default)s)")
+    caps.add_argument("--max-cells", type=_positive, default=LIMITS.max_cells, metavar="N",
+                      help="most rows x columns (default %(default)s)")
+    caps.add_argument("--max-bytes", type=_positive, default=LIMITS.max_bytes, metavar="N",
+                      help="largest file, in bytes; for Parquet also the most data once "
+                      f"decompressed, which is at least {LIMITS.max_decoded_bytes} "
+                      "(default %(default)s)")
+    _verbosity(explain)
     reproduce = commands.add_parser(
         "reproduce", help="re-run the experiments behind the method's three claims",
         description="Sign opposition, the clinical decision task and the identity grid, with "
@@ -89,25 +175,119 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument("--quick", action="store_true",
                            help="a smaller run (a few minutes on 2 cores) instead of the full one")
-    reproduce.add_argument("--seed", type=int, default=0)
+    reproduce.add_argument("--seed", type=int, default=0,
+                           help="seed of every experiment (default %(default)s)")
     reproduce.add_argument("--out", required=True, metavar="DIR", help="folder for the results")
-    cache = commands.add_parser("cache", help="show or clear the calibration-game cache",
-                                description="The disk cache of calibration games lives in "
-                                f"${CACHE_DIR_ENV} (default ~/.cache/cpdecomp).")
-    cache.add_argument("action", choices=["info", "clear"])
+    _verbosity(reproduce)
+    cache = commands.add_parser(
+        "cache", help="show or clear the calibration-game cache",
+        description="The disk cache of calibration games lives in "
+        f"${CACHE_DIR_ENV} (default ~/.cache/cpdecomp; empty: memory only) and holds at most "
+        f"${CACHE_MAX_BYTES_ENV} bytes (default 1 GiB); the least recently used games go first.")
+    cache.add_argument("action", choices=["info", "clear"],
+                       help="info: size, bound and entries; clear: remove every entry")
+    _verbosity(cache)
     return parser
 
 
-def run_explain(args: argparse.Namespace) -> str:
+def version_text() -> str:
+    found = library_versions(("cpdecomp", "numpy", "scikit-learn"))
+    return (f"cpdecomp {found['cpdecomp']} (Python {sys.version.split()[0]}, "
+            f"numpy {found['numpy']}, scikit-learn {found['scikit-learn']})")
+
+
+def table_limits(args: argparse.Namespace) -> TableLimits:
+    """The caps, as given: --max-bytes lifts the decompressed-size cap too, never lowers it."""
+    return dataclasses.replace(
+        LIMITS, max_rows=args.max_rows, max_cells=args.max_cells, max_bytes=args.max_bytes,
+        max_decoded_bytes=max(LIMITS.max_decoded_bytes, args.max_bytes),
+    )
+
+
+PARQUET_MAGIC = b"PAR1"
+
+
+def stdin_to_file(folder: Path, limits: TableLimits) -> Path:
+    """Standard input copied to a file in `folder`, at most the byte cap, named by its kind.
+
+    The readers check a file before reading it (size, footer, encoding): a pipe is made one.
+    """
+    if sys.stdin is None or sys.stdin.isatty():
+        raise CpdecompError("DATA - reads standard input, which is a terminal here: pipe a "
+                            "table in (< file.csv) or give the file's name")
+    source = sys.stdin.buffer
+    head = source.read(len(PARQUET_MAGIC))
+    if not head:
+        raise CpdecompError("standard input is empty (give DATA as a file, or pipe a table in)")
+    path = folder / ("stdin.parquet" if head == PARQUET_MAGIC else "stdin.csv")
+    written = len(head)
+    with path.open("wb") as out:
+        out.write(head)
+        while chunk := source.read(2**20):
+            written += len(chunk)
+            if written > limits.max_bytes:
+                raise CpdecompError(
+                    f"standard input is more than {limits.max_bytes:,} bytes, the limit "
+                    "(raise it with --max-bytes)", reason="too_large")
+            out.write(chunk)
+    return path
+
+
+def read_data(source: str, ids: Sequence[str], limits: TableLimits) -> pd.DataFrame:
+    """DATA from its file, or from standard input by way of a temporary file."""
+    if source != STDIN:
+        return load_table(source, text_columns=ids, limits=limits)
+    with tempfile.TemporaryDirectory(prefix="cpdecomp-stdin-") as folder:
+        return load_table(stdin_to_file(Path(folder), limits), text_columns=ids,
+                          limits=limits, label="standard input")
+
+
+class Console:
+    """What the command line says on stderr, by verbosity: steps, progress, the summary."""
+
+    def __init__(self, quiet: bool = False, verbose: bool = False) -> None:
+        self.quiet = quiet
+        self.verbose = verbose
+        self.started = time.perf_counter()
+
+    def step(self, message: str) -> None:
+        if self.verbose:
+            print(f"cpdecomp: [{time.perf_counter() - self.started:7.1f} s] {message}",
+                  file=sys.stderr, flush=True)
+
+    def progress(self, label: str) -> ProgressBar:
+        return ProgressBar(label, stream=sys.stderr, mode="off" if self.quiet else "auto")
+
+    @contextmanager
+    def library_logs(self) -> Iterator[None]:
+        """With --verbose, core's own log records (event names, counts and timings only)."""
+        if not self.verbose:
+            yield
+            return
+        logger = logging.getLogger("cpdecomp")
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("cpdecomp: %(name)s: %(message)s"))
+        previous = logger.level
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(previous)
+
+
+def run_explain(args: argparse.Namespace, console: Console) -> str:
     started = time.perf_counter()
-    output_format(args.out)  # fail before any work
+    output_format(args.out, args.format)  # fail before any work
     if args.scale == "log" and FAMILIES[args.family].scale != "log":
         raise CpdecompError(
             f"--scale log applies to the log-scale families (normalized, gamma, cqr-r); "
             f"{args.family} attributions are in width units already"
         )
-    if args.method not in METHODS:
-        build_design(args.method, 1)  # refuses with the reason (unknown, or not decomposable)
+    # A trial design: refuses an unknown or non-decomposable method with the reason, and a
+    # method whose extra is missing (shap) before the data is read and the model fitted.
+    build_design(args.method, 2)
     alpha = float(alpha_fraction(args.alpha))
     if args.background is not None and args.background < 1:
         raise CpdecompError("--background must be at least 1")
@@ -123,23 +303,39 @@ def run_explain(args: argparse.Namespace) -> str:
     )
     if (args.train is None) != (args.calibration is None):
         raise CpdecompError("give both --train and --calibration, or neither")
+    if STDIN in (args.train, args.calibration):
+        raise CpdecompError("only DATA can be - (standard input); give --train and "
+                            "--calibration as files")
+    if args.scheduler:
+        require("dask.distributed", "--scheduler")
     groups = [[n.strip() for n in text.split(",") if n.strip()] for text in args.group]
     ids = [args.id_column] if args.id_column else []
-    data = load_table(args.data, text_columns=ids)
-    train = load_table(args.train, text_columns=ids) if args.train else None
-    calibration = load_table(args.calibration, text_columns=ids) if args.calibration else None
+    limits = table_limits(args)
+    data = read_data(args.data, ids, limits)
+    train = calibration = None
+    if args.train:
+        train = load_table(args.train, text_columns=ids, limits=limits)
+        calibration = load_table(args.calibration, text_columns=ids, limits=limits)
+    console.step(f"read {len(data):,} rows x {data.shape[1]} columns"
+                 + (f", {len(train):,} training and {len(calibration):,} calibration rows"
+                    if train is not None and calibration is not None else ""))
     study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha)
+    console.step(f"fitted {args.model} on {study.n_train:,} rows and calibrated "
+                 f"({args.family}, {study.system.n_calibration:,} rows); explaining "
+                 f"{len(study.patients):,} patients with {args.method}")
     with parallel_backend(args.scheduler):
         report = study.explain(method=args.method, alpha=alpha, units=args.scale,
                                budget=args.budget, groups=groups,
                                jobs=-1 if args.scheduler else args.jobs,
-                               progress=ProgressBar("explaining patients"))
-    write_report(report, args.out)
+                               progress=console.progress("explaining patients"))
+    console.step("writing the output")
+    write_report(report, args.out, args.format)
     e = report.explanation
+    where = "standard output" if args.out == STDOUT else args.out
     return (
         f"explained {len(report.patient_ids)} patients x {len(e.features)} features "
         f"({e.family}, {args.model}, {e.method}, alpha={e.alpha:g}, q_hat={e.q_hat:.4g}) "
-        f"in {time.perf_counter() - started:.1f} s -> {args.out}; "
+        f"in {time.perf_counter() - started:.1f} s -> {where}; "
         f"additivity error {e.decomposition.additivity_error:.1e}"
     )
 
@@ -150,14 +346,9 @@ def parallel_backend(scheduler: str | None) -> Iterator[None]:
     if scheduler is None:
         yield
         return
+    distributed = require("dask.distributed", "--scheduler")
     try:
-        from dask.distributed import Client
-    except ImportError as exc:
-        raise CpdecompError(
-            "--scheduler needs Dask: pip install 'cpdecomp[cluster]'"
-        ) from exc
-    try:
-        client = Client(scheduler, timeout="10s")
+        client = distributed.Client(scheduler, timeout="10s")
     except (OSError, TimeoutError) as exc:
         raise CpdecompError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from exc
     try:
@@ -167,7 +358,7 @@ def parallel_backend(scheduler: str | None) -> Iterator[None]:
         client.close()
 
 
-def run_reproduce(args: argparse.Namespace) -> str:
+def run_reproduce(args: argparse.Namespace, console: Console) -> str:
     from experiments.reproduce import run  # the experiments are a separate package
 
     out = Path(args.out)
@@ -179,7 +370,9 @@ def run_reproduce(args: argparse.Namespace) -> str:
         raise CpdecompError(f"cannot create the folder {out}: {exc.strerror}") from exc
     if not os.access(out, os.W_OK):
         raise CpdecompError(f"cannot write to the folder {out}")
-    say = (lambda message: print(f"  {message}", file=sys.stderr)) if sys.stderr.isatty() else None
+    say = None
+    if console.verbose or (sys.stderr.isatty() and not console.quiet):
+        say = lambda message: print(f"  {message}", file=sys.stderr)  # noqa: E731
     result = run(out, quick=args.quick, seed=args.seed, progress=say)
     verdicts = "; ".join(f"{claim}: {verdict}" for claim, verdict in result["verdicts"].items())
     seconds = result["seconds"]
@@ -187,7 +380,7 @@ def run_reproduce(args: argparse.Namespace) -> str:
     return f"reproduction written to {out} in {total:.0f} s ({verdicts})"
 
 
-def run_cache(args: argparse.Namespace) -> str:
+def run_cache(args: argparse.Namespace, console: Console) -> str:
     cache = shared_cache()
     if cache.directory is None:
         return f"the disk cache is off (${CACHE_DIR_ENV} is empty)"
@@ -195,7 +388,9 @@ def run_cache(args: argparse.Namespace) -> str:
         return f"removed {cache.clear()} cached calibration games from {cache.directory}"
     files = cache.files()
     size = sum(f.stat().st_size for f in files)
-    return f"{len(files)} cached calibration games, {size / 2**20:.1f} MiB, in {cache.directory}"
+    return (f"{len(files)} cached calibration games, {size / 2**20:.1f} MiB of at most "
+            f"{cache.disk_bytes / 2**20:,.1f} MiB (${CACHE_MAX_BYTES_ENV}; the least recently "
+            f"used go first), in {cache.directory}")
 
 
 def one_line(message: str) -> str:
@@ -212,14 +407,21 @@ COMMANDS = {"explain": run_explain, "reproduce": run_reproduce, "cache": run_cac
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
-        summary = COMMANDS[args.command](args)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help and --version: printed, and done
+            return exc.code if isinstance(exc.code, int) else EXIT_OK
+        console = Console(quiet=args.quiet, verbose=args.verbose)
+        with console.library_logs():
+            summary = COMMANDS[args.command](args, console)
     except CpdecompError as exc:
         print(f"cpdecomp: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("cpdecomp: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader of --out - stopped early: it has what it wanted
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         if os.environ.get("CPDECOMP_DEBUG"):
             raise
@@ -230,8 +432,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cpdecomp: internal error: {type(exc).__name__}{where} "
               "(set CPDECOMP_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_INTERNAL
-    print(summary, file=sys.stderr)
-    return 0
+    if not console.quiet:
+        print(summary, file=sys.stderr)
+    return EXIT_OK
 
 
 if __name__ == "__main__":

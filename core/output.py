@@ -9,8 +9,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import sys
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -20,13 +23,31 @@ from core.workflow import Report
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
 
+STDOUT = "-"
+"""`--out -`: standard output, in the format `--format` names (there is no extension)."""
 
-def output_format(path: str | Path) -> str:
-    """The format named by the extension; checked before any work is done."""
+FORMAT_VERSION = "1.0"
+"""The JSON output's layout (meta.format_version). The minor number grows when fields are
+added, the major number when a field changes meaning or goes: a reader checks the major one.
+The layout is core/schema/explanation.schema.json."""
+
+SCHEMA_PATH = Path(__file__).with_name("schema") / "explanation.schema.json"
+
+
+def output_format(path: str | Path, fmt: str | None = None) -> str:
+    """The format named by `fmt` or else by the extension; checked before any work is done."""
+    if str(path) == STDOUT:
+        if fmt is None:
+            raise CpdecompError("--out - (standard output) needs --format csv, parquet or json")
+        return fmt
     path = Path(path)
-    fmt = FORMATS.get(path.suffix.lower())
+    named = FORMATS.get(path.suffix.lower())
+    if fmt is not None and named is not None and named != fmt:
+        raise CpdecompError(f"--format {fmt} does not match the extension of {path.name!r}")
+    fmt = fmt or named
     if fmt is None:
-        raise CpdecompError(f"--out must end in .csv, .parquet or .json, got {path.name!r}")
+        raise CpdecompError(f"--out must end in .csv, .parquet or .json (or give --format), "
+                            f"got {path.name!r}")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise CpdecompError(f"the folder for --out does not exist: {folder}")
@@ -116,30 +137,55 @@ def report_json(report: Report) -> dict:
                 for j, name in enumerate(d.features)
             ],
         })
-    meta = {key: _json_number(value) for key, value in report.meta.items()}
+    meta = {"format_version": FORMAT_VERSION,
+            **{key: _json_number(value) for key, value in report.meta.items()}}
     return {"meta": meta, "patients": patients}
 
 
-def write_report(report: Report, path: str | Path) -> None:
-    """Write atomically (a temporary file renamed into place), so readers never see half."""
-    path = Path(path)
-    fmt = output_format(path)
-    handle, temporary = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
-                                         prefix=f".{path.name}.", suffix=".tmp")
+def write_report(report: Report, path: str | Path, fmt: str | None = None) -> None:
+    """Write atomically (a temporary file renamed into place), so readers never see half.
+
+    `path` "-" writes to standard output: the same bytes, copied from the temporary file.
+    """
+    fmt = output_format(path, fmt)
+    to_stdout = str(path) == STDOUT
+    folder = None if to_stdout else (Path(path).parent if str(Path(path).parent) else Path("."))
+    prefix = "stdout" if to_stdout else Path(path).name
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{prefix}.", suffix=".tmp")
     os.close(handle)
     try:
-        if fmt == "json":
-            with open(temporary, "w", encoding="utf-8") as out:
-                json.dump(report_json(report), out, ensure_ascii=False, allow_nan=False)
-        elif fmt == "csv":
-            tidy_frame(report).to_csv(temporary, index=False, float_format="%.17g")
+        _write(report, fmt, temporary)
+        if to_stdout:
+            sys.stdout.flush()
+            with open(temporary, "rb") as written:
+                _copy_to(written, sys.stdout.buffer)
         else:
-            frame = tidy_frame(report)
-            frame["feature_value"] = frame["feature_value"].map(_value_text)
-            ids = pd.Series(list(frame["patient_id"]))
-            frame["patient_id"] = ids if ids.dtype != object else ids.map(str)
-            frame.to_parquet(temporary, index=False)
-        os.replace(temporary, path)
+            os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def _copy_to(source: BinaryIO, target: BinaryIO) -> None:
+    try:
+        shutil.copyfileobj(source, target)
+        target.flush()
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): point stdout at nothing, so the interpreter's
+        # own flush at exit does not fail again, and let the caller end like other tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise
+
+
+def _write(report: Report, fmt: str, temporary: str) -> None:
+    if fmt == "json":
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(report_json(report), out, ensure_ascii=False, allow_nan=False)
+    elif fmt == "csv":
+        tidy_frame(report).to_csv(temporary, index=False, float_format="%.17g")
+    else:
+        frame = tidy_frame(report)
+        frame["feature_value"] = frame["feature_value"].map(_value_text)
+        ids = pd.Series(list(frame["patient_id"]))
+        frame["patient_id"] = ids if ids.dtype != object else ids.map(str)
+        frame.to_parquet(temporary, index=False)

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from sklearn.linear_model import Ridge
 
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
 from core.coalitions import coalitions_from_bits
+from core.optional import require
 from core.typing import FloatArray
 
 LIME_SAMPLES = 1000
@@ -53,7 +53,7 @@ def proportional_shapley(lattice: FloatArray, n_players: int, seed: int = 0) -> 
 
 def kernel_shap_l1(lattice: FloatArray, n_players: int, seed: int = 0) -> FloatArray:
     """shap's KernelExplainer on every coalition with l1_reg='num_features(k)', k = d // 2."""
-    import shap  # on first use: its import costs seconds
+    shap = require("shap", "kernel SHAP with l1_reg")  # on first use: it costs seconds
 
     d = n_players
     lattice = np.atleast_2d(np.asarray(lattice, dtype=float))
@@ -73,6 +73,8 @@ def kernel_shap_l1(lattice: FloatArray, n_players: int, seed: int = 0) -> FloatA
 
 def lime_selected(lattice: FloatArray, n_players: int, seed: int = 0) -> FloatArray:
     """LIME on the 0/1 mask: kernel-weighted ridge on the k = d // 2 highest-weight features."""
+    from sklearn.linear_model import Ridge  # on first use: scikit-learn costs a second to import
+
     d = n_players
     lattice = np.atleast_2d(np.asarray(lattice, dtype=float))
     rng = np.random.default_rng(seed)

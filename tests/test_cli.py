@@ -541,8 +541,8 @@ def test_failed_run_writes_no_output(capsys, tmp_path) -> None:
 
 
 def test_console_script_runs_end_to_end(tmp_path) -> None:
-    """The installed `cpdecomp` entry point works in a real process: exit 0, one summary line
-    on stderr, a readable CSV."""
+    """The installed `cpdecomp` entry point works in a real process: exit 0, on stderr (not a
+    terminal here) one progress line per chunk and then the summary line, a readable CSV."""
     script = Path(sys.executable).with_name("cpdecomp")
     if not script.exists():
         found = shutil.which("cpdecomp")
@@ -556,8 +556,11 @@ def test_console_script_runs_end_to_end(tmp_path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert "explained" in done.stderr
+    *progress, summary = done.stderr.strip().splitlines()
+    assert len(progress) == 1, progress  # 111 patients are one chunk
+    assert progress[0].startswith("explaining patients: 111/111 (100.0%), "), progress
+    assert progress[0].endswith("ETA 0:00"), progress
+    assert summary.startswith("explained 111 patients"), summary
     frame = read_tidy(out)
     assert set(TIDY_COLUMNS) | {"y"} <= set(frame.columns)
     assert frame["feature"].unique().tolist() == ["bmi", "bp", "s5 ltg"]

@@ -13,10 +13,14 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-import psycopg
+try:
+    import psycopg
+except ModuleNotFoundError:  # without the [postgres] extra; PostgresBackend() names it
+    psycopg = None  # type: ignore[assignment]
 
 from app.reviews.events import SCHEMA_VERSION, ReviewEvent
 from core.errors import CpdecompError
+from core.optional import require
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS cpdecomp_schema (
@@ -81,6 +85,7 @@ class PostgresBackend:
     """A PostgreSQL database of review events; every write is one transaction."""
 
     def __init__(self, url: str, hint: str) -> None:
+        require("psycopg", "a postgresql:// review database")
         self._url = url
         self._unreachable_until = 0.0
         self._passwords = _passwords(url)

@@ -24,6 +24,7 @@ from core.attribution.regression import Draws, RegressionDesign, regression_desi
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
 from core.coalitions import bits_from_coalitions
 from core.errors import CpdecompError
+from core.optional import require
 
 METHOD_NAME = "shap's KernelExplainer"
 
@@ -52,7 +53,7 @@ def recording_kernel_explainer() -> type:
 
     Built on first use: importing shap costs seconds that only its methods should pay.
     """
-    import shap
+    shap = require("shap", "the shap-kernel method")
 
     class RecordingKernelExplainer(shap.KernelExplainer):
         def allocate(self) -> None:

@@ -22,6 +22,7 @@ from core.attribution.permutation import DEFAULT_PERMUTATIONS, design_from_order
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
 from core.coalitions import check_bit_players
 from core.errors import CpdecompError
+from core.optional import require
 
 
 def shap_permutation_design(n_players: int, budget: int | None = None,
@@ -56,7 +57,7 @@ def run_shap_permutation(game: Callable[[np.ndarray], np.ndarray], n_players: in
     `game` maps masks (n, d) to values (n, k); shap's φ is (d, k). The forward orders (n_pairs,
     d) are read off the masks shap evaluates, and checked to be walks of whole permutations.
     """
-    import shap  # on first use: its import costs seconds
+    shap = require("shap", "the shap-permutation method")  # on first use: it costs seconds
 
     d = n_players
     steps = 2 * d + 1  # ∅, d prefixes forwards, d removals backwards

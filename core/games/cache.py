@@ -6,6 +6,10 @@ background, design, seed, library versions), so a restarted dashboard or a secon
 starts warm. Files are written atomically (a temporary file renamed into place), so processes
 can share a directory and a killed writer leaves no half file. Only plain arrays are stored and
 read back (never pickles), so a planted file cannot run code.
+
+The directory is bounded in bytes ($CPDECOMP_CACHE_MAX_BYTES, default 1 GiB): after each write
+the least recently used files go until the rest fit. A read touches its file (its modification
+time is the last use), so the games a dashboard keeps asking for stay.
 """
 
 from __future__ import annotations
@@ -14,15 +18,20 @@ import hashlib
 import os
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 
+from core.errors import CpdecompError
 from core.versions import library_versions
 
 CACHE_DIR_ENV = "CPDECOMP_CACHE_DIR"
 """Directory of the disk cache; set it to an empty string to keep the cache in memory only."""
+CACHE_MAX_BYTES_ENV = "CPDECOMP_CACHE_MAX_BYTES"
+"""The most bytes the disk cache may hold; 0 keeps nothing on disk."""
+DISK_BYTES = 2**30
 MEMORY_BYTES = 512 * 2**20
 SUFFIX = ".npy"
 
@@ -34,6 +43,21 @@ def default_cache_dir() -> Path | None:
         return Path(configured) if configured.strip() else None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "cpdecomp"
+
+
+def default_disk_bytes() -> int:
+    """$CPDECOMP_CACHE_MAX_BYTES (a whole number of bytes, 1e9 style allowed), else 1 GiB."""
+    configured = os.environ.get(CACHE_MAX_BYTES_ENV, "").strip().replace("_", "")
+    if not configured:
+        return DISK_BYTES
+    try:
+        value = float(configured)
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and value == int(value)):
+        raise CpdecompError(f"${CACHE_MAX_BYTES_ENV} must be a whole number of bytes (0 or "
+                            f"more), e.g. {DISK_BYTES}")
+    return int(value)
 
 
 def content_digest(*parts: object) -> str:
@@ -56,11 +80,13 @@ def versions_digest() -> str:
 
 
 class GameCache:
-    """Arrays by key: an LRU in memory bounded in bytes, backed by a directory."""
+    """Arrays by key: an LRU in memory bounded in bytes, backed by a directory bounded too."""
 
-    def __init__(self, directory: Path | None = None, memory_bytes: int = MEMORY_BYTES) -> None:
+    def __init__(self, directory: Path | None = None, memory_bytes: int = MEMORY_BYTES,
+                 disk_bytes: int = DISK_BYTES) -> None:
         self.directory = directory
         self.memory_bytes = memory_bytes
+        self.disk_bytes = disk_bytes
         self._memory: OrderedDict[str, np.ndarray] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
@@ -83,6 +109,7 @@ class GameCache:
             except (OSError, ValueError):
                 path.unlink(missing_ok=True)  # unreadable: drop it and recompute
             else:
+                self._touch(path)
                 self._remember(key, array)
                 self.hits += 1
                 return array
@@ -93,8 +120,8 @@ class GameCache:
         array = np.ascontiguousarray(array)
         self._remember(key, array)
         path = self._path(key)
-        if path is None:
-            return
+        if path is None or array.nbytes > self.disk_bytes:
+            return  # a game larger than the whole bound is kept in memory only
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.",
@@ -108,8 +135,56 @@ class GameCache:
             finally:
                 if os.path.exists(temporary):
                     os.unlink(temporary)
+            self._touch(path)
+            self.evict(keep=path)
         except OSError:
             pass  # a read-only or full disk only costs the warm start, never the answer
+
+    @staticmethod
+    def _touch(path: Path) -> None:
+        """Mark a file used now: eviction goes by modification time. Set from the fine clock:
+        the file system's own stamps are coarse (milliseconds), too coarse to order the games
+        of one run."""
+        now = time.time_ns()
+        try:
+            os.utime(path, ns=(now, now))
+        except OSError:
+            pass  # a read-only cache directory still serves reads
+
+    def disk_size(self) -> int:
+        """Bytes the cache's files take on disk now."""
+        return sum(size for _, size in self._entries())
+
+    def _entries(self) -> list[tuple[Path, int]]:
+        """(file, bytes), least recently used first; files another process removed are left
+        out."""
+        found = []
+        for path in self.files():
+            try:
+                status = path.stat()
+            except FileNotFoundError:
+                continue
+            found.append((status.st_mtime_ns, path.name, path, status.st_size))
+        found.sort()
+        return [(path, size) for _, _, path, size in found]
+
+    def evict(self, keep: Path | None = None) -> int:
+        """Remove the least recently used files until the rest fit the bound; returns how
+        many went. `keep` (the file just written) goes last: a new game is never the first
+        victim of its own write. Several processes may evict at once: a file already gone is
+        simply gone."""
+        entries = self._entries()
+        if keep is not None:
+            entries.sort(key=lambda entry: entry[0] == keep)  # stable: LRU order otherwise
+        total = sum(size for _, size in entries)
+        removed = 0
+        for path, size in entries:
+            if total <= self.disk_bytes:
+                break
+            path.unlink(missing_ok=True)
+            total -= size
+            removed += 1
+        return removed
 
     def _remember(self, key: str, array: np.ndarray) -> None:
         if array.nbytes > self.memory_bytes:
@@ -151,5 +226,5 @@ def shared_cache() -> GameCache:
     """The process-wide cache for the configured directory."""
     directory = default_cache_dir()
     if directory not in _shared:
-        _shared[directory] = GameCache(directory)
+        _shared[directory] = GameCache(directory, disk_bytes=default_disk_bytes())
     return _shared[directory]

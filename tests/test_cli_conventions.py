@@ -1,0 +1,331 @@
+"""The command line's conventions: --version, --help for every option, --quiet/--verbose,
+progress outside a terminal, `-` for standard input and output, and the table caps lifted
+from the command line.
+
+Pipes are tested in real subprocesses (a real stdin and stdout), the rest in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from cli_helpers import assert_bad_input, run_cli, run_ok
+
+from core.cli import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, build_parser, main
+from core.explainer import CELLS_PER_CHUNK
+from core.progress import ProgressBar, duration
+from core.tables import LIMITS
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_data" / "diabetes.csv"
+TARGET = "progression"
+ID = "patient_id"
+FAST = ["--model", "linear", "--background", "8"]
+BASE = ["explain", str(SAMPLE), "--target", TARGET, "--id-column", ID, *FAST]
+
+
+def run_process(*argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """`python -m core.cli ...` in a real process, from this checkout."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "core.cli", *argv], input=stdin,
+                          capture_output=True, timeout=300, check=False, env=env)
+
+
+# --------------------------------------------------------------------- --version and --help
+
+
+def test_version_names_the_installed_release(capsys) -> None:
+    capsys.readouterr()
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"cpdecomp {metadata.version('cpdecomp')} (Python "), out
+    assert "numpy" in out
+
+
+def test_version_in_a_real_process() -> None:
+    done = run_process("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().startswith("cpdecomp "), done.stdout
+    assert done.stderr == b""
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("no subcommands")
+
+
+def test_every_option_has_help_text() -> None:
+    parser = build_parser()
+    missing = []
+    for name, sub in {"": parser, **_subcommands(parser)}.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            if not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert missing == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["explain", "--help"]])
+def test_help_has_examples_and_exit_codes(capsys, argv) -> None:
+    capsys.readouterr()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out and "cpdecomp explain " in out
+    assert "exit status:" in out
+    for status in (0, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED):
+        assert f"\n  {status} " in out, status
+
+
+def test_help_examples_run(capsys, tmp_path) -> None:
+    """The first example of --help works as printed (with the output in a temporary folder)."""
+    parser = build_parser()
+    example = parser.epilog.split("examples:\n", 1)[1].split("\n  cpdecomp", 2)[0]
+    argv = example.replace("\\\n", " ").split()[1:]
+    assert argv[:2] == ["explain", "sample_data/diabetes.csv"]
+    out = tmp_path / "explanations.csv"
+    argv = [str(ROOT / a) if a.startswith("sample_data/") else a for a in argv]
+    argv[argv.index("--out") + 1] = str(out)
+    run_ok(capsys, *argv, *FAST)
+    assert out.stat().st_size > 0
+
+
+# ------------------------------------------------------------------- --quiet and --verbose
+
+
+def test_quiet_prints_nothing_but_writes(capsys, tmp_path) -> None:
+    out = tmp_path / "o.csv"
+    status, err = run_cli(capsys, *BASE, "--quiet", "--out", out)
+    assert status == 0
+    assert err == ""
+    assert len(pd.read_csv(out)) == 111 * 10
+
+
+def test_quiet_still_reports_errors_in_one_line(capsys, tmp_path) -> None:
+    message = assert_bad_input(capsys, *BASE, "-q", "--target", "nope", "--out", tmp_path / "o.csv")
+    assert "nope" in message
+
+
+def test_verbose_names_each_step(capsys, tmp_path) -> None:
+    err = run_ok(capsys, *BASE, "--verbose", "--out", tmp_path / "o.csv")
+    lines = err.strip().splitlines()
+    assert any("read 442 rows x 12 columns" in line for line in lines), lines
+    assert any("fitted linear on 221 rows" in line and "111 patients" in line
+               for line in lines), lines
+    assert any("table.read format=csv rows=442" in line for line in lines), lines  # core's log
+    assert lines[-1].startswith("explained 111 patients")
+
+
+def test_quiet_and_verbose_exclude_each_other(capsys, tmp_path) -> None:
+    assert_bad_input(capsys, *BASE, "-q", "-v", "--out", tmp_path / "o.csv")
+
+
+# ---------------------------------------------------------------------------------- progress
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_outside_a_terminal_is_one_line_per_chunk_with_eta() -> None:
+    stream = io.StringIO()
+    progress = ProgressBar("explaining patients", stream=stream)
+    progress.started = 0.0
+    progress(100, 1000, now=20.0)  # the first chunk also paid for fitting: 20 s for 100
+    progress(300, 1000, now=22.0)  # from here on only the chunks' pace: 200 in 2 s
+    progress(1000, 1000, now=29.0)
+    lines = stream.getvalue().splitlines()
+    assert lines == [
+        "explaining patients: 100/1,000 (10.0%), 5/s, elapsed 0:20, ETA 3:00",
+        "explaining patients: 300/1,000 (30.0%), 14/s, elapsed 0:22, ETA 0:07",
+        "explaining patients: 1,000/1,000 (100.0%), 34/s, elapsed 0:29, ETA 0:00",
+    ]
+    assert "\r" not in stream.getvalue()
+
+
+def test_progress_on_a_terminal_is_a_bar_in_place() -> None:
+    stream = Terminal()
+    progress = ProgressBar("explaining patients", stream=stream)
+    progress.started = 0.0
+    progress(1, 2, now=1.0)
+    progress(2, 2, now=2.0)
+    text = stream.getvalue()
+    assert text.count("\r") == 2 and text.count("\n") == 1 and text.endswith("\n")
+    assert "[###############...............] 1/2" in text
+
+
+def test_progress_off_prints_nothing() -> None:
+    stream = io.StringIO()
+    ProgressBar("x", stream=stream, mode="off")(1, 2)
+    assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0, "0:00"), (59.6, "1:00"), (3599, "59:59"),
+                                               (3600, "1:00:00"), (90061, "25:01:01")])
+def test_durations(seconds, text) -> None:
+    assert duration(seconds) == text
+
+
+def test_a_cohort_of_several_chunks_prints_one_line_each(tmp_path) -> None:
+    """A real run outside a terminal: a line per chunk on stderr, in order, then the summary."""
+    rng = np.random.default_rng(0)
+    n, d = 8000, 10
+    x = rng.normal(size=(n, d))
+    table = pd.DataFrame(x, columns=[f"x{j}" for j in range(d)])
+    table["y"] = x @ rng.normal(size=d) + rng.normal(size=n)
+    data = tmp_path / "cohort.csv"
+    table.to_csv(data, index=False)
+    out = tmp_path / "o.json"
+    done = run_process("explain", str(data), "--target", "y", *FAST, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    meta = json.loads(out.read_text())["meta"]
+    patients = n // 4
+    chunk = max(1, CELLS_PER_CHUNK // meta["n_evaluations"])
+    *progress, summary = done.stderr.decode().strip().splitlines()
+    assert len(progress) == math.ceil(patients / chunk) > 1
+    counts = [int(line.split(": ", 1)[1].split("/", 1)[0].replace(",", "")) for line in progress]
+    assert counts == [min(patients, chunk * (i + 1)) for i in range(len(progress))]
+    assert all("ETA " in line for line in progress)
+    assert summary.startswith(f"explained {patients} patients")
+
+
+# ------------------------------------------------------------------ standard input and output
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_stdin_to_stdout_is_the_same_as_files(tmp_path, fmt) -> None:
+    """`-` in and out gives the bytes that files in and out give."""
+    data = SAMPLE
+    if fmt == "parquet":  # Parquet input too: read from a pipe by its magic number
+        data = tmp_path / "diabetes.parquet"
+        pd.read_csv(SAMPLE, dtype={ID: str}).to_parquet(data, index=False)
+    argv = ["--target", TARGET, "--id-column", ID, *FAST]
+    out = tmp_path / f"o.{fmt}"
+    from_files = run_process("explain", str(data), *argv, "--out", str(out))
+    assert from_files.returncode == 0, from_files.stderr
+    piped = run_process("explain", "-", *argv, "--out", "-", "--format", fmt,
+                        stdin=data.read_bytes())
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == out.read_bytes()
+    assert "-> standard output;" in piped.stderr.decode()
+
+
+def test_format_names_the_format_of_a_file_without_extension(capsys, tmp_path) -> None:
+    out = tmp_path / "explained"
+    run_ok(capsys, *BASE, "--out", out, "--format", "json")
+    assert json.loads(out.read_text())["meta"]["format_version"].startswith("1.")
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--out", "-"], "--format"),
+    (["--out", "o.csv", "--format", "json"], "does not match"),
+])
+def test_output_format_mistakes(capsys, tmp_path, monkeypatch, extra, needle) -> None:
+    monkeypatch.chdir(tmp_path)
+    message = assert_bad_input(capsys, *BASE, *extra)
+    assert needle in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_only_data_reads_stdin(capsys, tmp_path) -> None:
+    message = assert_bad_input(capsys, "explain", SAMPLE, "--target", TARGET, "--train", "-",
+                               "--calibration", SAMPLE, "--out", tmp_path / "o.csv")
+    assert "standard input" in message
+
+
+def test_empty_stdin_is_one_line() -> None:
+    done = run_process("explain", "-", "--target", TARGET, "--out", "-", "--format", "csv",
+                       stdin=b"")
+    assert done.returncode == EXIT_BAD_INPUT
+    assert done.stdout == b""
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "standard input is empty" in lines[0]
+
+
+def test_stdin_from_a_terminal_is_refused_rather_than_waited_for() -> None:
+    """`cpdecomp explain -` typed at a prompt would hang on the keyboard: say what to do."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "core.cli", "explain", "-", "--target", TARGET, "--out", "-",
+             "--format", "csv"], stdin=terminal, capture_output=True, timeout=300, check=False,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert done.returncode == EXIT_BAD_INPUT
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "is a terminal" in lines[0], lines
+
+
+def test_stdin_over_the_byte_cap_is_refused_naming_the_option() -> None:
+    done = run_process("explain", "-", "--target", TARGET, "--out", "-", "--format", "csv",
+                       "--max-bytes", "1000", stdin=SAMPLE.read_bytes())
+    assert done.returncode == EXIT_BAD_INPUT
+    assert done.stdout == b""
+    assert "--max-bytes" in done.stderr.decode()
+
+
+def test_a_reader_that_stops_early_ends_the_run_quietly() -> None:
+    """`cpdecomp ... --out - | head -c 10`: status 141 like other tools, no error line."""
+    command = (f"{sys.executable} -m core.cli explain {SAMPLE} --target {TARGET} "
+               f"--id-column {ID} {' '.join(FAST)} -q --out - --format csv | head -c 10; "
+               "echo \" ${PIPESTATUS[0]}\"")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, timeout=300,
+                          check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout == b"patient_id 141\n", done
+    assert done.stderr == b""
+
+
+# ------------------------------------------------------------------------------------- caps
+
+
+def test_caps_default_to_the_library_limits() -> None:
+    args = build_parser().parse_args(["explain", "d.csv", "--target", "y", "--out", "o.csv"])
+    assert (args.max_rows, args.max_cells, args.max_bytes) == (
+        LIMITS.max_rows, LIMITS.max_cells, LIMITS.max_bytes)
+
+
+@pytest.mark.parametrize(("option", "needle"), [
+    ("--max-rows", "more than 100 rows"),
+    ("--max-cells", "more than 100 cells"),
+    ("--max-bytes", "the limit is 0.0 MiB"),
+])
+def test_a_lowered_cap_reaches_the_reader(capsys, tmp_path, option, needle) -> None:
+    message = assert_bad_input(capsys, *BASE, option, "100", "--out", tmp_path / "o.csv")
+    assert needle in message
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "ten", "1.5", "1e400", "nan", "1e-3"])
+def test_caps_must_be_whole_positive_numbers(capsys, tmp_path, value) -> None:
+    assert_bad_input(capsys, *BASE, "--max-rows", value, "--out", tmp_path / "o.csv")
+
+
+@pytest.mark.slow
+def test_caps_can_be_lifted_past_the_defaults(capsys, tmp_path) -> None:
+    """A file over the default row and cell caps is refused by default and read when the caps
+    are lifted: the run then goes on to the next check (the target column is empty)."""
+    rows = LIMITS.max_cells // 2 + 1  # 2 columns: over both default caps
+    assert rows > LIMITS.max_rows
+    path = tmp_path / "big.parquet"
+    pd.DataFrame({"x": np.zeros(rows), "y": np.full(rows, np.nan)}).to_parquet(path)
+    argv = ["explain", path, "--target", "y", *FAST, "--out", tmp_path / "o.csv"]
+    assert "rows" in assert_bad_input(capsys, *argv)
+    message = assert_bad_input(capsys, *argv, "--max-rows", "2e7", "--max-cells", "3e7")
+    assert "target" in message and "limit" not in message and "most" not in message
