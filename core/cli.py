@@ -18,8 +18,9 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -358,9 +359,23 @@ def parallel_backend(scheduler: str | None) -> Iterator[None]:
         client.close()
 
 
-def run_reproduce(args: argparse.Namespace, console: Console) -> str:
-    from experiments.reproduce import run  # the experiments are a separate package
+RUNNERS_GROUP = "cpdecomp.runners"
+"""Entry-point group of commands whose work lives outside the library (the experiments): the
+command line names them here, and the installed package says where they are, so core never
+imports the layers above it."""
 
+
+def runner(name: str) -> Callable[..., dict]:
+    """The installed runner of a command that lives outside core, or a one-line refusal."""
+    found = [e for e in entry_points(group=RUNNERS_GROUP) if e.name == name]
+    if not found:
+        raise CpdecompError(f"'{name}' needs the experiments package, which this install lacks "
+                            "(install cpdecomp from a checkout)")
+    return found[0].load()
+
+
+def run_reproduce(args: argparse.Namespace, console: Console) -> str:
+    run = runner("reproduce")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CpdecompError(f"--out must be a folder, but {out} is a file")

@@ -1,0 +1,100 @@
+"""The library's layers (architecture page), read from the imports of every module in core/.
+
+From the bottom: the shared kinds (typing, errors, coalitions, parallel, progress, versions,
+optional dependencies) →
+input tables and the three axes that know nothing of each other (conformal families, models,
+attribution methods) → games → system and decomposition → explainer → workflow → output → cli.
+A module imports only from its own layer or below, core imports nothing from the folders on
+top of it, and no two modules import each other, however indirectly.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[1] / "core"
+ABOVE = ("app", "experiments", "benchmarks", "sample_data", "streamlit")
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core.typing", "core.errors", "core.coalitions", "core.parallel", "core.progress",
+     "core.versions", "core.optional"),
+    ("core.tables", "core.data", "core.conformal", "core.models", "core.attribution"),
+    ("core.games",),
+    ("core.system", "core.decomposition"),
+    ("core.explainer",),
+    ("core.workflow",),
+    ("core.output",),
+    ("core.cli",),
+)
+AXES = ("core.conformal", "core.models", "core.attribution")
+"""Layer-1 groups that must not import each other (input tables may be read by all)."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(CORE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module imported anywhere in the file, function-level imports included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+GRAPH = {module_name(p): imports_of(p) for p in sorted(CORE.rglob("*.py"))}
+
+
+def group_of(module: str) -> tuple[int, str]:
+    for level, groups in enumerate(LAYERS):
+        for group in groups:
+            if module == group or module.startswith(group + "."):
+                return level, group
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_module_imports_only_its_own_layer_or_below(module):
+    if module == "core":
+        return  # the package's front door re-exports the public names of every layer
+    level, group = group_of(module)
+    for imported in sorted(GRAPH[module]):
+        top = imported.split(".")[0]
+        assert top not in ABOVE, f"{module} imports {imported}, which sits above core"
+        if top != "core" or imported == "core":
+            assert imported != "core", f"{module} imports the package front door"
+            continue
+        other_level, other_group = group_of(imported)
+        assert other_level <= level, f"{module} (layer {level}) imports {imported} " \
+                                     f"(layer {other_level})"
+        if other_level == level and group in AXES:
+            assert other_group == group or other_group not in AXES, \
+                f"the axes know nothing of each other: {module} imports {imported}"
+
+
+def test_no_import_cycles():
+    modules = set(GRAPH)
+
+    def targets(module: str) -> set[str]:
+        return {m for m in GRAPH[module] if m in modules and m != module and m != "core"}
+
+    state: dict[str, int] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for nxt in targets(module):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " → ".join([*trail, module, nxt]))
+            if nxt not in state:
+                visit(nxt, [*trail, module])
+        state[module] = 2
+
+    for module in sorted(modules):
+        if module not in state:
+            visit(module, [])
