@@ -78,15 +78,26 @@ class OneLineParser(argparse.ArgumentParser):
         raise CpdecompError(f"{message} (see '{self.prog} --help')")
 
 
-def _positive(text: str) -> int:
-    """A whole number ≥ 1 (a cap); 1e6-style and 1_000_000 are accepted."""
+def _whole_number(text: str, least: int) -> int:
+    """A whole number ≥ least; 1e6-style and 1_000_000 are accepted."""
     try:
         value = float(text.replace("_", "")) if "e" in text.lower() else int(text.replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not math.isfinite(value) or value != int(value) or value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    if not math.isfinite(value) or value != int(value) or value < least:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of at least {least}, got {text!r}")
     return int(value)
+
+
+def _positive(text: str) -> int:
+    """A whole number ≥ 1 (a cap)."""
+    return _whole_number(text, 1)
+
+
+def _non_negative(text: str) -> int:
+    """A whole number ≥ 0 (0: off)."""
+    return _whole_number(text, 0)
 
 
 def _verbosity(parser: argparse.ArgumentParser) -> None:
@@ -135,6 +146,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="features that enter and leave coalitions together as one player "
                          "(repeatable); the rest stay single")
     explain.add_argument("--alpha", default="0.1", help="miscoverage (default %(default)s)")
+    explain.add_argument("--calibration-bootstrap", type=_non_negative, default=0, metavar="N",
+                         help="resample the calibration rows N times (e.g. 200) for a 90%% "
+                         "interval on every calibration-driven part: columns calibration_low, "
+                         "calibration_high, calibration_sign_uncertain (no model is called; "
+                         "default 0: none)")
+    explain.add_argument("--fixed-quantile", action="store_true",
+                         help="add fixed_quantile: the Shapley values of the width with q-hat "
+                         "held fixed, what shap on a fitted conformal regressor's width gives "
+                         "(always width units)")
     explain.add_argument("--background", type=int, default=None,
                          help="background rows drawn from training (default: 1000 where tree "
                          "tables or a closed form apply, else 64)")
@@ -327,6 +347,8 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
     with parallel_backend(args.scheduler):
         report = study.explain(method=args.method, alpha=alpha, units=args.scale,
                                budget=args.budget, groups=groups,
+                               calibration_bootstrap=args.calibration_bootstrap,
+                               fixed_quantile=args.fixed_quantile,
                                jobs=-1 if args.scheduler else args.jobs,
                                progress=console.progress("explaining patients"))
     console.step("writing the output")

@@ -26,7 +26,7 @@ FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "jso
 STDOUT = "-"
 """`--out -`: standard output, in the format `--format` names (there is no extension)."""
 
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
 """The JSON output's layout (meta.format_version). The minor number grows when fields are
 added, the major number when a field changes meaning or goes: a reader checks the major one.
 The layout is core/schema/explanation.schema.json."""
@@ -56,6 +56,19 @@ def output_format(path: str | Path, fmt: str | None = None) -> str:
     return fmt
 
 
+OPTIONAL_PARTS = ("calibration_se", "instance_se", "total_se", "calibration_low",
+                  "calibration_high", "calibration_sign_uncertain", "fixed_quantile")
+"""Per (patient, feature) arrays a run has only when asked for (or for sampled methods):
+Monte Carlo standard errors, φ_C's bootstrap interval and its sign mark, the fixed-q̂ view."""
+
+
+def optional_parts(report: Report) -> dict[str, np.ndarray]:
+    """The optional per (patient, feature) arrays this report has, by output column name."""
+    d = report.explanation.decomposition
+    found = {name: getattr(d, name) for name in OPTIONAL_PARTS}
+    return {name: values for name, values in found.items() if values is not None}
+
+
 def tidy_frame(report: Report) -> pd.DataFrame:
     """One row per (patient, feature)."""
     e = report.explanation
@@ -77,10 +90,8 @@ def tidy_frame(report: Report) -> pd.DataFrame:
     })
     if report.targets is not None:
         frame["y"] = repeat(report.targets)
-    for part in ("calibration", "instance", "total"):
-        errors = getattr(d, f"{part}_se")
-        if errors is not None:  # sampled methods: Monte Carlo standard errors, same units
-            frame[f"{part}_se"] = errors.ravel()
+    for name, values in optional_parts(report).items():
+        frame[name] = values.ravel()
     return frame
 
 
@@ -111,6 +122,7 @@ def report_json(report: Report) -> dict:
     e = report.explanation
     d = e.decomposition
     patients = []
+    extra = optional_parts(report)
     for i, patient_id in enumerate(report.patient_ids):
         values = report.feature_values.iloc[i]
         patients.append({
@@ -128,11 +140,7 @@ def report_json(report: Report) -> dict:
                     "calibration": float(d.calibration[i, j]),
                     "instance": float(d.instance[i, j]),
                     "total": float(d.total[i, j]),
-                    **{
-                        f"{part}_se": _json_number(getattr(d, f"{part}_se")[i, j])
-                        for part in ("calibration", "instance", "total")
-                        if getattr(d, f"{part}_se") is not None
-                    },
+                    **{name: _json_number(values[i, j]) for name, values in extra.items()},
                 }
                 for j, name in enumerate(d.features)
             ],

@@ -112,3 +112,26 @@ def test_the_schema_lists_the_registries() -> None:
     assert meta["method"]["enum"] == list(METHODS)
     assert meta["model"]["enum"] == list(MODELS)
     assert FORMAT_VERSION.split(".")[0] == "1"  # the schema describes major version 1
+
+
+@pytest.mark.parametrize("family", ["normalized", "cqr"])
+def test_calibration_interval_and_fixed_quantile_columns_validate(capsys, tmp_path, validator,
+                                                                   family) -> None:
+    document = explain_json(capsys, tmp_path, SAMPLE, "--target", "progression", "--id-column",
+                            "patient_id", *FAST, "--family", family,
+                            "--calibration-bootstrap", "60", "--fixed-quantile")
+    assert errors(validator, document) == []
+    assert document["meta"]["calibration_bootstrap"] == 60
+    assert document["meta"]["calibration_level"] == 0.9
+    for patient in document["patients"]:
+        for f in patient["features"]:
+            assert f["calibration_low"] <= f["calibration_high"]
+            assert f["calibration_sign_uncertain"] == (f["calibration_low"] <= 0
+                                                       <= f["calibration_high"])
+            if family == "cqr":  # no recalibration: the fixed-q̂ view is the instance part
+                assert f["fixed_quantile"] == pytest.approx(f["instance"], abs=1e-9)
+    csv_out = tmp_path / "explained.csv"
+    run_ok(capsys, "explain", SAMPLE, "--target", "progression", "--id-column", "patient_id",
+           *FAST, "--family", family, "--calibration-bootstrap", "60", "--out", csv_out)
+    header = csv_out.read_text(encoding="utf-8").splitlines()[0].split(",")
+    assert header[-3:] == ["calibration_low", "calibration_high", "calibration_sign_uncertain"]
