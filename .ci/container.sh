@@ -65,7 +65,9 @@ if [ ! -s "$base_tar" ] || [ -n "$(find "$base_tar" -mtime +"$BASE_MAX_AGE_DAYS"
     mmdebstrap --quiet --variant=minbase --include="$BASE_PACKAGES" "$SUITE" \
         "$CACHE/base-$base_key.partial.tar" "${MIRRORS[@]}"
     mv "$CACHE/base-$base_key.partial.tar" "$base_tar"
-    podman rmi --ignore "$base_image" >/dev/null
+    # The old base may still carry the last image: untag it, and remove it after the build.
+    old_base=$(podman image inspect --format '{{.Id}}' "$base_image" 2>/dev/null || true)
+    if [ -n "$old_base" ]; then podman untag "$base_image"; fi
     step "made the Debian base $base_tar"
 fi
 if ! podman image exists "$base_image"; then
@@ -121,4 +123,8 @@ built=$(podman image inspect --format '{{.Id}}' "$IMAGE")
 if [ -n "$previous" ] && [ "$previous" != "$built" ]; then
     podman rmi "$previous" >/dev/null 2>&1 || true  # still used by a container: left alone
 fi
+if [ -n "${old_base:-}" ]; then podman rmi "$old_base" >/dev/null 2>&1 || true; fi
+# What older runs left for other package lists or pyproject.toml versions.
+find "$CACHE" -mindepth 1 -maxdepth 1 \( -name 'base-*' ! -name "base-$base_key.tar" \
+    -o -name 'wheels-*' ! -name "wheels-$wheels_key" \) -exec rm -rf -- {} +
 step "built $IMAGE ($(podman image inspect --format '{{.Size}}' "$IMAGE") bytes)"
