@@ -34,7 +34,7 @@ from core.games import MASKING_PATHS
 from core.games.cache import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, shared_cache
 from core.models import MODELS
 from core.optional import require
-from core.output import STDOUT, output_format, write_report
+from core.output import STDOUT, output_format, write_reports
 from core.progress import ProgressBar
 from core.tables import LIMITS, TableLimits, load_table
 from core.versions import library_versions
@@ -345,21 +345,20 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
                  f"({args.family}, {study.system.n_calibration:,} rows); explaining "
                  f"{len(study.patients):,} patients with {args.method}")
     with parallel_backend(args.scheduler):
-        report = study.explain(method=args.method, alpha=alpha, units=args.scale,
+        reports = study.iter_explain(method=args.method, alpha=alpha, units=args.scale,
                                budget=args.budget, groups=groups,
                                calibration_bootstrap=args.calibration_bootstrap,
                                fixed_quantile=args.fixed_quantile,
                                jobs=-1 if args.scheduler else args.jobs,
                                progress=console.progress("explaining patients"))
-    console.step("writing the output")
-    write_report(report, args.out, args.format)
-    e = report.explanation
+        # Streamed: each chunk is written as it is explained, so memory holds one chunk.
+        meta = write_reports(reports, args.out, args.format)
     where = "standard output" if args.out == STDOUT else args.out
     return (
-        f"explained {len(report.patient_ids)} patients x {len(e.features)} features "
-        f"({e.family}, {args.model}, {e.method}, alpha={e.alpha:g}, q_hat={e.q_hat:.4g}) "
-        f"in {time.perf_counter() - started:.1f} s -> {where}; "
-        f"additivity error {e.decomposition.additivity_error:.1e}"
+        f"explained {len(study.patients)} patients x {len(meta['features'])} features "
+        f"({meta['family']}, {args.model}, {meta['method']}, alpha={meta['alpha']:g}, "
+        f"q_hat={meta['q_hat']:.4g}) in {time.perf_counter() - started:.1f} s -> {where}; "
+        f"additivity error {meta['additivity_error']:.1e}"
     )
 
 

@@ -11,7 +11,7 @@ Dask backend runs the same chunks on a cluster.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import joblib
@@ -128,6 +128,14 @@ class PatientGames:
         lower, upper = self.family.interval(self.q_hat, comps)
         prediction = comps["f"] if "f" in comps else self.evaluator.plain(POINT, rows)
         return decomposition, prediction, lower, upper
+
+
+def join_explanations(parts: list[Explanation]) -> Explanation:
+    """One explanation from chunks explained under the same configuration, in order."""
+    first = parts[0]
+    arrays = {name: np.concatenate([getattr(p, name) for p in parts])
+              for name in ("prediction", "lower", "upper", "width")}
+    return replace(first, decomposition=concatenate([p.decomposition for p in parts]), **arrays)
 
 
 def draw_background(training_rows: FloatArray, size: int, seed: int) -> FloatArray:
@@ -293,12 +301,14 @@ class Explainer:
                                                           bootstrap)
         return self._patient_games[key]
 
-    def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
-                     units: Units = "width", budget: int | None = None, jobs: int = 1,
-                     progress: Progress | None = None, chunk_size: int | None = None,
-                     groups: Groups | None = None, calibration_bootstrap: int = 0,
-                     fixed_quantile: bool = False) -> Explanation:
-        """Explain encoded patient rows, chunk by chunk (in parallel when jobs != 1).
+    def iter_explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
+                          units: Units = "width", budget: int | None = None, jobs: int = 1,
+                          progress: Progress | None = None, chunk_size: int | None = None,
+                          groups: Groups | None = None, calibration_bootstrap: int = 0,
+                          fixed_quantile: bool = False) -> Iterator[Explanation]:
+        """Explain encoded patient rows chunk by chunk, yielding each chunk's explanation in
+        order as it is done (in parallel when jobs != 1): a consumer that writes each chunk
+        away holds one chunk's results, not the cohort's.
 
         calibration_bootstrap: replicates of the calibration set behind φ_C's interval (0:
         none); see calibration_bootstrap. fixed_quantile: also the practitioners' comparator,
@@ -309,27 +319,28 @@ class Explainer:
             games = replace(games, fixed_quantile=True)
         if chunk_size is None:
             chunk_size = max(1, CELLS_PER_CHUNK // len(games.design.coalitions))
-        chunks = [rows[start:start + chunk_size] for start in range(0, len(rows), chunk_size)]
-        if not chunks:
+        starts = range(0, len(rows), chunk_size)
+        if not starts:
             raise CpdecompError("there are no patients to explain")
-        parts = []
-        done = 0
-        if jobs == 1 or len(chunks) == 1:
-            results = (games.explain_chunk(chunk) for chunk in chunks)
+        chunks = (rows[start:start + chunk_size] for start in starts)
+        if jobs == 1 or len(starts) == 1:
+            results: Iterator[tuple] = (games.explain_chunk(chunk) for chunk in chunks)
         else:
             results = joblib.Parallel(n_jobs=jobs, return_as="generator")(
                 joblib.delayed(games.explain_chunk)(chunk) for chunk in chunks
             )
-        for chunk, part in zip(chunks, results, strict=True):
-            parts.append(part)
-            done += len(chunk)
+        done = 0
+        for decomposition, prediction, lower, upper in results:
+            done += len(prediction)
             if progress is not None:
                 progress(done, len(rows))
-        if len(parts) == 1:
-            decomposition, prediction, lower, upper = parts[0]
-        else:
-            decomposition = concatenate([p[0] for p in parts])
-            prediction, lower, upper = (np.concatenate([p[i] for p in parts]) for i in (1, 2, 3))
+            yield self._explanation(games, method, alpha, calibration_bootstrap, decomposition,
+                                    prediction, lower, upper)
+
+    def _explanation(self, games: PatientGames, method: str, alpha: float,
+                     calibration_bootstrap: int, decomposition: Decomposition,
+                     prediction: FloatArray, lower: FloatArray, upper: FloatArray
+                     ) -> Explanation:
         family = self.system.family
         base = float(np.exp(decomposition.empty_value) if family.scale == "log"
                      else decomposition.empty_value)
@@ -343,6 +354,18 @@ class Explainer:
             masking_check_error=games.masking_check_error,
             calibration_bootstrap=calibration_bootstrap,
         )
+
+    def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
+                     units: Units = "width", budget: int | None = None, jobs: int = 1,
+                     progress: Progress | None = None, chunk_size: int | None = None,
+                     groups: Groups | None = None, calibration_bootstrap: int = 0,
+                     fixed_quantile: bool = False) -> Explanation:
+        """Explain encoded patient rows, chunk by chunk, into one explanation (see
+        iter_explain_rows for the arguments)."""
+        parts = list(self.iter_explain_rows(rows, method, alpha, units, budget, jobs, progress,
+                                            chunk_size, groups, calibration_bootstrap,
+                                            fixed_quantile))
+        return parts[0] if len(parts) == 1 else join_explanations(parts)
 
     def explain(self, patients: pd.DataFrame, method: str = "exact", alpha: float = 0.1,
                 units: Units = "width", budget: int | None = None, jobs: int = 1,

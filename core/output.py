@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import CpdecompError
-from core.workflow import Report
+from core.workflow import Report, joined_meta
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
 
@@ -119,6 +120,16 @@ def _json_number(value: object) -> object:
 
 def report_json(report: Report) -> dict:
     """Per patient: the interval and the three attributions per feature, plus `meta`."""
+    return {"meta": json_meta(report.meta), "patients": patient_records(report)}
+
+
+def json_meta(meta: dict) -> dict:
+    return {"format_version": FORMAT_VERSION,
+            **{key: _json_number(value) for key, value in meta.items()}}
+
+
+def patient_records(report: Report) -> list[dict]:
+    """The JSON records of the report's patients."""
     e = report.explanation
     d = e.decomposition
     patients = []
@@ -145,15 +156,26 @@ def report_json(report: Report) -> dict:
                 for j, name in enumerate(d.features)
             ],
         })
-    meta = {"format_version": FORMAT_VERSION,
-            **{key: _json_number(value) for key, value in report.meta.items()}}
-    return {"meta": meta, "patients": patients}
+    return patients
 
 
 def write_report(report: Report, path: str | Path, fmt: str | None = None) -> None:
     """Write atomically (a temporary file renamed into place), so readers never see half.
 
     `path` "-" writes to standard output: the same bytes, copied from the temporary file.
+    """
+    write_reports([report], path, fmt)
+
+
+def write_reports(reports: Iterable[Report], path: str | Path, fmt: str | None = None) -> dict:
+    """Write chunks of one explanation as they come, atomically; returns the joined meta.
+
+    Memory holds one chunk: CSV rows are appended, Parquet gets one row group per chunk, and
+    JSON's patients go to a side file while the chunks come (meta, whose errors are maxima
+    over all chunks, is known only at the end and comes first). The bytes equal those of
+    writing the joined report in one go (Parquet: the same table, in row groups). A run that
+    fails or is killed leaves only its temporary file (a dot file), never a partial file under
+    the final name.
     """
     fmt = output_format(path, fmt)
     to_stdout = str(path) == STDOUT
@@ -162,7 +184,7 @@ def write_report(report: Report, path: str | Path, fmt: str | None = None) -> No
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{prefix}.", suffix=".tmp")
     os.close(handle)
     try:
-        _write(report, fmt, temporary)
+        meta = WRITERS[fmt](reports, temporary)
         if to_stdout:
             sys.stdout.flush()
             with open(temporary, "rb") as written:
@@ -172,6 +194,7 @@ def write_report(report: Report, path: str | Path, fmt: str | None = None) -> No
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+    return meta
 
 
 def _copy_to(source: BinaryIO, target: BinaryIO) -> None:
@@ -185,15 +208,66 @@ def _copy_to(source: BinaryIO, target: BinaryIO) -> None:
         raise
 
 
-def _write(report: Report, fmt: str, temporary: str) -> None:
-    if fmt == "json":
+def _write_csv(reports: Iterable[Report], temporary: str) -> dict:
+    metas = []
+    with open(temporary, "w", encoding="utf-8", newline="") as out:
+        for report in reports:
+            tidy_frame(report).to_csv(out, index=False, header=not metas, float_format="%.17g")
+            metas.append(report.meta)
+    return _joined(metas)
+
+
+def _write_parquet(reports: Iterable[Report], temporary: str) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    metas: list[dict] = []
+    writer = None
+    try:
+        for report in reports:
+            frame = tidy_frame(report)
+            frame["feature_value"] = frame["feature_value"].map(_value_text)
+            ids = pd.Series(list(frame["patient_id"]))
+            frame["patient_id"] = ids if ids.dtype != object else ids.map(str)
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(temporary, table.schema)
+            writer.write_table(table.cast(writer.schema))
+            metas.append(report.meta)
+    finally:
+        if writer is not None:
+            writer.close()
+    return _joined(metas)
+
+
+def _write_json(reports: Iterable[Report], temporary: str) -> dict:
+    # json.dump's own separators, so the file equals json.dump of the joined document.
+    metas = []
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as side:
+        separator = ""
+        for report in reports:
+            for record in patient_records(report):
+                side.write(separator)
+                json.dump(record, side, ensure_ascii=False, allow_nan=False)
+                separator = ", "
+            metas.append(report.meta)
+        meta = _joined(metas)
+        side.seek(0)
         with open(temporary, "w", encoding="utf-8") as out:
-            json.dump(report_json(report), out, ensure_ascii=False, allow_nan=False)
-    elif fmt == "csv":
-        tidy_frame(report).to_csv(temporary, index=False, float_format="%.17g")
-    else:
-        frame = tidy_frame(report)
-        frame["feature_value"] = frame["feature_value"].map(_value_text)
-        ids = pd.Series(list(frame["patient_id"]))
-        frame["patient_id"] = ids if ids.dtype != object else ids.map(str)
-        frame.to_parquet(temporary, index=False)
+            out.write('{"meta": ')
+            json.dump(json_meta(meta), out, ensure_ascii=False, allow_nan=False)
+            out.write(', "patients": [')
+            shutil.copyfileobj(side, out)
+            out.write("]}")
+    return meta
+
+
+def _joined(metas: list[dict]) -> dict:
+    if not metas:
+        raise CpdecompError("there are no patients to explain")
+    return joined_meta(metas)
+
+
+WRITERS: dict[str, Callable[[Iterable[Report], str], dict]] = {
+    "csv": _write_csv, "parquet": _write_parquet, "json": _write_json,
+}

@@ -9,7 +9,7 @@ costs model fits. Explaining under another alpha, method or unit reuses all of i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -20,7 +20,7 @@ from core.conformal import FAMILIES, conformal_rank
 from core.data import ColumnChoice, choose_columns, split_rows, target_values
 from core.decomposition import Units, in_units
 from core.errors import CpdecompError
-from core.explainer import Explainer, Explanation, Progress
+from core.explainer import Explainer, Explanation, Progress, join_explanations
 from core.games.masking import has_fast_path
 from core.system import ConformalSystem, fit_system
 from core.versions import library_versions
@@ -106,22 +106,38 @@ class Study:
         the calibration set give φ_C an interval (0: none); `fixed_quantile` adds the Shapley
         values of the width at a fixed q̂ (what shap on a fitted conformal regressor gives).
         """
+        parts = list(self.iter_explain(method, alpha, units, budget, rows, jobs, progress, groups,
+                                       calibration_bootstrap, fixed_quantile))
+        return parts[0] if len(parts) == 1 else join_reports(parts)
+
+    def iter_explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
+                     budget: int | None = None, rows: Sequence[int] | None = None, jobs: int = 1,
+                     progress: Progress | None = None,
+                     groups: Sequence[Sequence[str]] | None = None,
+                     calibration_bootstrap: int = 0, fixed_quantile: bool = False
+                     ) -> Iterator[Report]:
+        """explain, one report per chunk of patients as each is done (for streamed output:
+        memory then holds a chunk's results, not the cohort's). Each chunk's meta holds its
+        own errors; `join_reports` (or a streaming writer) takes their maximum."""
         positions = np.arange(len(self.patients)) if rows is None else np.asarray(rows, dtype=int)
-        table = self.patients.iloc[positions]
         players = self.player_groups(groups)
-        explanation = self.explainer.explain_rows(
+        explanations = self.explainer.iter_explain_rows(
             self.patient_rows[positions], method=method, alpha=alpha, units=units, budget=budget,
             jobs=jobs, progress=progress, groups=players,
             calibration_bootstrap=calibration_bootstrap, fixed_quantile=fixed_quantile,
         )
-        targets = None if self.patient_targets is None else self.patient_targets[positions]
-        return Report(
-            explanation=explanation,
-            patient_ids=[self.patient_ids[i] for i in positions],
-            feature_values=self._player_values(table, players),
-            targets=targets,
-            meta=self._meta(explanation, units),
-        )
+        start = 0
+        for explanation in explanations:
+            chunk = positions[start:start + len(explanation.width)]
+            start += len(chunk)
+            targets = None if self.patient_targets is None else self.patient_targets[chunk]
+            yield Report(
+                explanation=explanation,
+                patient_ids=[self.patient_ids[i] for i in chunk],
+                feature_values=self._player_values(self.patients.iloc[chunk], players),
+                targets=targets,
+                meta=self._meta(explanation, units),
+            )
 
     def player_groups(self, groups: Sequence[Sequence[str]] | None) -> Groups | None:
         """Column indices of each player, from groups of feature names; None without groups."""
@@ -181,6 +197,26 @@ class Study:
             "warnings": list(self.warnings),
             "versions": library_versions(),
         }
+
+
+ERRORS = ("additivity_error", "efficiency_error")
+"""Meta fields that are a maximum over patients: over chunks, the maximum of the chunks'."""
+
+
+def joined_meta(metas: Sequence[dict]) -> dict:
+    """The meta of a cohort explained in chunks: the first chunk's, with the errors maxed."""
+    return {**metas[0], **{key: max(m[key] for m in metas) for key in ERRORS}}
+
+
+def join_reports(parts: Sequence[Report]) -> Report:
+    """One report from chunks of one explanation, in order."""
+    return Report(
+        explanation=join_explanations([p.explanation for p in parts]),
+        patient_ids=[i for p in parts for i in p.patient_ids],
+        feature_values=pd.concat([p.feature_values for p in parts], ignore_index=True),
+        targets=None if parts[0].targets is None else np.concatenate([p.targets for p in parts]),
+        meta=joined_meta([p.meta for p in parts]),
+    )
 
 
 def _with_targets(table: pd.DataFrame, target: str, role: str) -> tuple[pd.DataFrame, np.ndarray]:
