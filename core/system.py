@@ -22,6 +22,23 @@ from core.typing import FloatArray
 MIN_TRAINING_ROWS = 10
 
 
+def check_feature_columns(columns: Sequence, features: Sequence, where: str) -> None:
+    """Refuse a table whose columns are not the features (order aside), naming the difference."""
+    present = list(columns)
+    missing = [name for name in features if name not in present]
+    extra = [name for name in present if name not in set(features)]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append("lacks " + ", ".join(map(repr, missing)))
+        if extra:
+            parts.append("has columns the model was not fitted on: " + ", ".join(map(repr, extra)))
+        raise CpdecompError(f"{where} {' and '.join(parts)}; the features are "
+                            + ", ".join(map(repr, features)))
+    if len(set(present)) != len(present):
+        raise CpdecompError(f"{where} has a column name twice")
+
+
 @dataclass(frozen=True, eq=False)
 class FittedSystem:
     """Components fitted on training rows; not yet calibrated."""
@@ -43,6 +60,21 @@ class FittedSystem:
         return self.encoder.features
 
     def encode(self, table: pd.DataFrame) -> FloatArray:
+        """The feature columns of a table (others, such as a target or an id, are ignored)."""
+        return self.encoder.transform(table)
+
+    def encode_patients(self, table: pd.DataFrame) -> FloatArray:
+        """A table of exactly the training's feature columns, in any order, encoded.
+
+        A missing or an extra column is refused by name: a patient table that does not hold
+        the training's features would give intervals for other inputs.
+        """
+        if not isinstance(table, pd.DataFrame):
+            raise CpdecompError(
+                "patients must be a table (pandas DataFrame) with the training's feature "
+                f"columns: {', '.join(map(repr, self.feature_names))}"
+            )
+        check_feature_columns(table.columns, self.feature_names, "the patients table")
         return self.encoder.transform(table)
 
     def conformalize(self, table: pd.DataFrame, targets: Sequence[float]) -> ConformalSystem:
@@ -104,14 +136,20 @@ class ConformalSystem:
         self.family.check_quantile(np.array([q]), "calibration quantile")
         return q
 
-    def predict_interval(self, rows: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
-        """Lower and upper bounds at encoded rows."""
+    def predict_interval(self, patients: pd.DataFrame,
+                         alpha: float) -> tuple[FloatArray, FloatArray]:
+        """Lower and upper bounds for patients given as a table of the training's features."""
+        return self._interval_at_rows(self.fitted.encode_patients(patients), alpha)
+
+    def predict(self, patients: pd.DataFrame) -> FloatArray:
+        """The point model's prediction for patients given as a table of the features."""
+        return self.fitted.point.predict(self.fitted.encode_patients(patients))
+
+    def _interval_at_rows(self, rows: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
+        """Lower and upper bounds at encoded rows (the games' own representation)."""
         comps = {n: c.predict(rows) for n, c in self.fitted.components.items()}
         self.family.check_components(comps, "patient row")
         return self.family.interval(self.quantile(alpha), comps)
-
-    def predict(self, rows: FloatArray) -> FloatArray:
-        return self.fitted.point.predict(rows)
 
 
 def fit_system(table: pd.DataFrame, targets: Sequence[float], features: Sequence[str] | None = None,
