@@ -1,0 +1,93 @@
+"""What every model of the models axis is: a predictor of encoded rows, the components built
+from it, and the registry record that says which exact masking path it has.
+
+A component maps the encoded feature matrix (one column per player, category codes for
+strings) to one number per row. Built-in models fit such predictors; adapters wrap a user's
+fitted model (which reads the raw table) as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+
+from core.typing import BoolArray, FloatArray
+
+FastPath = Literal["tree tables", "closed form", "brute force"]
+
+
+class Predictor(Protocol):
+    """Anything with predict(encoded rows) -> one value per row."""
+
+    def predict(self, encoded: FloatArray) -> FloatArray: ...
+
+
+@dataclass(frozen=True, eq=False)
+class Component:
+    """A fitted function of the features that a family uses (f, sigma, lo, hi).
+
+    `floor` is applied after masking (after the mean over the background), so the calibration
+    and instance games see the same function of the coalition.
+    """
+
+    name: str
+    predictor: Predictor
+    floor: float | None = None
+
+    def finish(self, raw: FloatArray) -> FloatArray:
+        return raw if self.floor is None else np.maximum(raw, self.floor)
+
+    def predict(self, encoded: FloatArray) -> FloatArray:
+        return self.finish(np.asarray(self.predictor.predict(encoded), dtype=float))
+
+    @property
+    def is_additive(self) -> bool:
+        return hasattr(self.predictor, "additive_terms")
+
+
+class FunctionPredictor:
+    """A plain function of the encoded rows, e.g. an oracle in a test."""
+
+    def __init__(self, function: Callable[[FloatArray], FloatArray]) -> None:
+        self.function = function
+
+    def predict(self, encoded: FloatArray) -> FloatArray:
+        return np.asarray(self.function(encoded), dtype=float)
+
+
+class BaseModel(Protocol):
+    """A built-in model: fits point and quantile predictors on encoded rows (seeded)."""
+
+    name: str
+    label: str
+    fast_path: str
+    """Which exact masking path its predictors have (see ModelKind.fast_path)."""
+
+    def point(self, x: FloatArray, y: FloatArray, categorical: BoolArray, seed: int,
+              positive: bool = False) -> Predictor: ...
+
+    def quantile(self, x: FloatArray, y: FloatArray, categorical: BoolArray, seed: int,
+                 tau: float) -> Predictor: ...
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """A registry entry of a user's fitted model kind: how it is recognised, wrapped, masked.
+
+    `fast_path` is what masking gets without evaluating hybrid rows: exact tree tables, a closed
+    form, or brute force; `notes` says when an instance falls back to brute force.
+    """
+
+    name: str
+    label: str
+    fast_path: FastPath
+    notes: str
+    recognises: Callable[[object], bool]
+
+
+N_TREES = 100
+MAX_LEAVES = 31
+"""Trees and leaves per tree of the built-in ensembles: shallow enough to tabulate exactly."""
