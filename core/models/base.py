@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
+import pandas as pd
 
 from core.typing import BoolArray, FloatArray
 
@@ -75,10 +76,11 @@ class BaseModel(Protocol):
 
 @dataclass(frozen=True)
 class ModelKind:
-    """A registry entry of a user's fitted model kind: how it is recognised, wrapped, masked.
+    """A registry entry for a kind of fitted model a user brings: how it is recognised and
+    called on the raw table, and what masking gets for it.
 
-    `fast_path` is what masking gets without evaluating hybrid rows: exact tree tables, a closed
-    form, or brute force; `notes` says when an instance falls back to brute force.
+    `fast_path` is what masking gets without evaluating hybrid rows: exact tree tables, a
+    closed form, or brute force; `notes` says when an instance falls back to brute force.
     """
 
     name: str
@@ -86,7 +88,13 @@ class ModelKind:
     fast_path: FastPath
     notes: str
     recognises: Callable[[object], bool]
-
+    feature_names: Callable[[Any], list[str] | None]
+    """The column names the model was fitted on, or None when it has none."""
+    n_features: Callable[[Any], int | None]
+    call: Callable[[Any, pd.DataFrame], FloatArray]
+    """The model's own prediction on a DataFrame of the raw columns."""
+    category_dtype: Callable[[Any], str] = lambda model: "object"
+    """'object' (strings) or 'category' (pandas categories): how it reads string columns."""
 
 N_TREES = 100
 MAX_LEAVES = 31
