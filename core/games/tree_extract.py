@@ -6,8 +6,9 @@ model's own rule for missing values, so a leaf's cell per player can be checked 
 Forests on the one-hot design matrix are rewritten through the design's column roles.
 
 Supported: histogram gradient boosting with an identity link (squared error, absolute error,
-quantile), random forests, and the leaf-quantile forest. Anything else returns None and is
-evaluated by brute force.
+quantile), random forests, and the leaf-quantile forest; a user's fitted models through
+core.games.user_trees (scikit-learn trees and Pipelines, XGBoost, LightGBM). Anything else
+returns None and is evaluated by brute force.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from core.models import (
     EncodedPredictor,
     LeafQuantileForest,
     Predictor,
+    UserModelPredictor,
 )
 
 N_CODES = 256
@@ -202,6 +204,13 @@ def _leaf_paths(is_leaf: Callable, children: Callable,
 
 def leaf_ensemble(predictor: Predictor) -> LeafEnsemble | None:
     """The predictor as base + leaf values, or None when it is not a supported tree sum."""
+    if isinstance(predictor, UserModelPredictor):
+        # Reading a user's trees can cost probes of its pipeline: once per predictor.
+        if "_leaf_ensemble" not in predictor.__dict__:
+            from core.games.user_trees import user_leaf_ensemble  # it builds on this module
+
+            predictor.__dict__["_leaf_ensemble"] = user_leaf_ensemble(predictor)
+        return predictor.__dict__["_leaf_ensemble"]
     if isinstance(predictor, LeafQuantileForest):
         return _forest_leaves(predictor.design, predictor.forest, predictor.leaf_values_)
     if isinstance(predictor, DesignPredictor) and isinstance(predictor.estimator,
