@@ -28,6 +28,7 @@ from core.models import (
     model_kind,
 )
 from core.models.raw_table import TableDecoder, check_model_columns
+from core.models.user_model import wrap_user_model
 from core.typing import FloatArray
 
 MIN_TRAINING_ROWS = 10
@@ -291,7 +292,7 @@ def system_from_models(family: str, models: Mapping[str, object], training_table
         if n_columns is not None and n_columns != len(names):
             raise CpdecompError(f"the {name} model reads {n_columns} columns; the training table "
                                 f"has {len(names)} feature columns: {', '.join(map(repr, names))}")
-        component = Component(name, UserModelPredictor(model, kind, decoder),
+        component = Component(name, wrap_user_model(model, kind, decoder),
                               floor=floors.get(name))
         try:
             component.predict(rows[:2])

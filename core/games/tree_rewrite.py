@@ -14,6 +14,7 @@ Anything else keeps the model on brute force.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -38,7 +39,8 @@ def answers(condition: Condition, values: np.ndarray) -> np.ndarray:
         codes[inside] = condition.codes[values[inside].astype(np.int64)]
         left = np.where(codes == MISSING, condition.missing_left, codes == LEFT)
     elif condition.single_precision:
-        left = values.astype(np.float32).astype(np.float64) <= condition.threshold
+        with np.errstate(over="ignore"):
+            left = values.astype(np.float32).astype(np.float64) <= condition.threshold
     else:
         left = values <= condition.threshold
     return np.where(missing, condition.missing_left, left)
@@ -89,7 +91,10 @@ class PreprocessedInputs:
         other players do not matter, as each output column reads one raw column."""
 
     def _outputs(self, rows: np.ndarray) -> np.ndarray:
-        return dense(self.transform(self.decoder.frame(rows, self.categories)))
+        # Probes reach the largest doubles, where scalers overflow to infinity: still in order.
+        with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return dense(self.transform(self.decoder.frame(rows, self.categories)))
 
     def _probe(self, player: int, values: np.ndarray) -> np.ndarray:
         rows = np.tile(self.neutral, (len(values), 1))
@@ -147,7 +152,8 @@ class PreprocessedInputs:
             rows = np.tile(self.neutral, (len(values), 1))
             rows[np.arange(len(values)), players] = values
             z = self._outputs(rows)[np.arange(len(values)), columns]
-            rounded = z.astype(np.float32).astype(np.float64)
+            with np.errstate(over="ignore"):  # float32 of a huge double is infinite, as in C
+                rounded = z.astype(np.float32).astype(np.float64)
             left = np.where(single, rounded <= threshold_of, z <= threshold_of)
             left = np.where(np.isnan(z), missing_of, left)
             for k in categorical:  # a categorical split on a scaled column: rare
