@@ -26,8 +26,15 @@ from core.data import choose_columns, split_rows, target_values
 from core.decomposition import Decomposition
 from core.errors import CpdecompError
 from core.explainer import Explainer, Explanation
-from core.models import MODELS
-from core.system import ConformalSystem, FittedSystem, fit_system, system_from_functions
+from core.model_files import load_model_file
+from core.models import MODEL_KINDS, MODELS
+from core.system import (
+    ConformalSystem,
+    FittedSystem,
+    fit_system,
+    system_from_functions,
+    system_from_models,
+)
 from core.tables import load_table
 from core.workflow import Report, Study, StudyOptions, prepare_study
 
@@ -35,6 +42,7 @@ __all__ = [
     "FAMILIES",
     "METHODS",
     "MODELS",
+    "MODEL_KINDS",
     "ConformalSystem",
     "CpdecompError",
     "Decomposition",
@@ -49,10 +57,12 @@ __all__ = [
     "conformal_rank",
     "fit_system",
     "get_family",
+    "load_model_file",
     "load_table",
     "minimum_calibration_size",
     "prepare_study",
     "split_rows",
     "system_from_functions",
+    "system_from_models",
     "target_values",
 ]
