@@ -22,6 +22,7 @@ from core.decomposition import Units, in_units
 from core.errors import CpdecompError
 from core.explainer import Explainer, Explanation, Progress
 from core.games.masking import has_fast_path
+from core.interop import report_frame, shap_explanations
 from core.system import ConformalSystem, fit_system
 from core.versions import library_versions
 
@@ -76,6 +77,14 @@ class Report:
         meta = {**self.meta, "scale": units, "additivity_error": d.additivity_error,
                 "efficiency_error": d.efficiency_error}
         return replace(self, explanation=explanation, meta=meta)
+
+    def to_shap(self) -> dict:
+        """One shap.Explanation per view: {'calibration', 'instance', 'total'} (needs shap)."""
+        return shap_explanations(self)
+
+    def to_frame(self, layout: str = "long") -> pd.DataFrame:
+        """The CLI's tidy columns (one row per patient and feature), or 'wide' (per patient)."""
+        return report_frame(self, layout)  # type: ignore[arg-type]
 
 
 @dataclass(eq=False)
