@@ -130,3 +130,20 @@ def test_cqr_without_a_point_model_shows_the_midpoint(table):
     rows = fitted.encode(table.iloc[:5])
     np.testing.assert_allclose(fitted.point.predict(rows),
                                table["age"].to_numpy()[:5] * 0.05 + 0.5, rtol=1e-14)
+
+
+def test_a_study_takes_fitted_models_and_reports_them(table, fitted_pipeline):
+    from core.workflow import StudyOptions, prepare_study
+
+    data = table.iloc[120:]
+    study = prepare_study(data, StudyOptions(target="y", family="normalized", background=30),
+                          models={"f": fitted_pipeline})
+    report = study.explain(rows=range(4))
+    assert report.meta["model"] == "sklearn-pipeline"
+    assert any("no sigma model" in w for w in report.meta["warnings"])
+    assert study.explainer.evaluator.path_of("f") == "tables"
+    d = report.explanation.decomposition
+    np.testing.assert_allclose(d.total, d.calibration + d.instance, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(report.explanation.prediction,
+                               fitted_pipeline.predict(study.patients.iloc[:4][FEATURES]),
+                               rtol=1e-12)
