@@ -24,6 +24,7 @@ from core.data import parse_split
 from core.errors import CpdecompError
 from core.games import MASKING_PATHS
 from core.games.cache import CACHE_DIR_ENV, shared_cache
+from core.model_files import load_model_file
 from core.models import MODELS
 from core.output import output_format, write_report
 from core.progress import ProgressBar
@@ -59,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="train,calibration,test fractions of DATA (default %(default)s)")
     explain.add_argument("--family", default="normalized", choices=list(FAMILIES))
     explain.add_argument("--model", default="gbm", choices=list(MODELS))
+    explain.add_argument("--model-file", action="append", default=[], metavar="COMPONENT=PATH",
+                         help="a fitted model for one component (f, sigma, lo, hi) instead of "
+                         "fitting --model: .skops, XGBoost .json/.ubj or LightGBM .txt, never "
+                         "pickle (repeatable)")
     explain.add_argument("--method", default="exact", metavar="|".join(METHODS),
                          help="attribution method (default %(default)s)")
     explain.add_argument("--budget", "--permutations", dest="budget", type=int, default=None,
@@ -98,6 +103,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def model_files(specs: list[str]) -> dict[str, object]:
+    """{component: model} from COMPONENT=PATH arguments, each file read without unpickling."""
+    models: dict[str, object] = {}
+    for spec in specs:
+        component, _, path = spec.partition("=")
+        if not component or not path:
+            raise CpdecompError(f"--model-file takes COMPONENT=PATH, got {spec!r}")
+        if component in models:
+            raise CpdecompError(f"--model-file gives {component!r} twice")
+        models[component.strip()] = load_model_file(path)
+    return models
+
+
 def run_explain(args: argparse.Namespace) -> str:
     started = time.perf_counter()
     output_format(args.out)  # fail before any work
@@ -124,11 +142,13 @@ def run_explain(args: argparse.Namespace) -> str:
     if (args.train is None) != (args.calibration is None):
         raise CpdecompError("give both --train and --calibration, or neither")
     groups = [[n.strip() for n in text.split(",") if n.strip()] for text in args.group]
+    models = model_files(args.model_file)  # refused before any table is read
     ids = [args.id_column] if args.id_column else []
     data = load_table(args.data, text_columns=ids)
     train = load_table(args.train, text_columns=ids) if args.train else None
     calibration = load_table(args.calibration, text_columns=ids) if args.calibration else None
-    study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha)
+    study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha,
+                          models=models)
     with parallel_backend(args.scheduler):
         report = study.explain(method=args.method, alpha=alpha, units=args.scale,
                                budget=args.budget, groups=groups,
