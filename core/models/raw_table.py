@@ -10,7 +10,6 @@ encoded as missing, so the model reads it as missing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -18,8 +17,6 @@ import pandas as pd
 from core.data import FeatureKind
 from core.errors import CpdecompError
 from core.typing import FloatArray
-
-CategoryDtype = Literal["object", "category"]
 
 
 class TableDecoder:
@@ -38,7 +35,7 @@ class TableDecoder:
     def has_categories(self) -> bool:
         return bool(self._labels)
 
-    def frame(self, encoded: FloatArray, categories: CategoryDtype = "object") -> pd.DataFrame:
+    def frame(self, encoded: FloatArray, categories: str = "object") -> pd.DataFrame:
         """The rows as the raw table: strings (object, or pandas categories) for categories."""
         columns = {}
         for j, kind in enumerate(self.kinds):

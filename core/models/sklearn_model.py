@@ -56,7 +56,8 @@ def category_dtype(model: Any) -> str:
 
 
 def is_linear(model: Any) -> bool:
-    return isinstance(model, LinearModel) and np.ndim(getattr(model, "coef_", None)) == 1
+    coef = getattr(model, "coef_", None)
+    return isinstance(model, LinearModel) and coef is not None and np.ndim(coef) == 1
 
 
 PIPELINE = ModelKind(

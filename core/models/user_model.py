@@ -7,6 +7,8 @@ see. Tree tables for it are read from the model itself (core.games.tree_extract)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from sklearn.pipeline import Pipeline
 
@@ -21,7 +23,7 @@ from core.typing import FloatArray
 class UserModelPredictor:
     """A fitted model that reads the raw table, as a function of encoded rows."""
 
-    def __init__(self, model: object, kind: ModelKind, decoder: TableDecoder) -> None:
+    def __init__(self, model: Any, kind: ModelKind, decoder: TableDecoder) -> None:
         self.model = model
         self.kind = kind
         self.decoder = decoder
