@@ -22,6 +22,7 @@ from core.models import (
     Component,
     FunctionPredictor,
     GradientBoosting,
+    MeanPredictor,
     UserModelPredictor,
     fit_components,
     get_model,
@@ -237,16 +238,6 @@ SIGMA_WARNING = (
 )
 
 
-class _Midpoint:
-    """(lo + hi) / 2: the prediction shown for a CQR system given no point model."""
-
-    def __init__(self, lower: Component, upper: Component) -> None:
-        self.lower, self.upper = lower, upper
-
-    def predict(self, encoded: FloatArray) -> FloatArray:
-        return 0.5 * (self.lower.predict(encoded) + self.upper.predict(encoded))
-
-
 def system_from_models(family: str, models: Mapping[str, object], training_table: pd.DataFrame,
                        target: str | None = None, features: Sequence[str] | None = None,
                        floors: Mapping[str, float] | None = None, seed: int = 0) -> FittedSystem:
@@ -316,8 +307,9 @@ def system_from_models(family: str, models: Mapping[str, object], training_table
         components["sigma"] = Component("sigma", predictor, floor=floors.get("sigma", floor))
         notes.append(SIGMA_WARNING)
         python_warnings.warn(SIGMA_WARNING, UserWarning, stacklevel=2)
+    # CQR given no point model shows the midpoint of its quantiles
     point = components.get("f") or Component(
-        "f", _Midpoint(components["lo"], components["hi"]))
+        "f", MeanPredictor((components["lo"].predictor, components["hi"].predictor)))
     label = "+".join(sorted({c.predictor.kind.name for c in components.values()
                              if isinstance(c.predictor, UserModelPredictor)}))
     return FittedSystem(chosen, label, encoder, point,

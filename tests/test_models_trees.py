@@ -269,6 +269,12 @@ def test_quantile_objectives_have_exact_tables_for_cqr(library):
         a = fast.evaluate(coalitions, points, [name])[name]
         b = slow.evaluate(coalitions, points, [name])[name]
         np.testing.assert_allclose(a, b, rtol=RTOL, atol=RTOL * float(np.max(np.abs(b))))
+    # the shown prediction, (lo + hi) / 2, is one tree sum of both models' leaves
+    point = MaskedEvaluator({"point": fitted.point}, background)
+    assert point.path_of("point") == "tables"
+    midpoint = 0.5 * (models["lo"].predict(patients[NUMERIC]) + models["hi"].predict(
+        patients[NUMERIC]))
+    np.testing.assert_allclose(point.plain("point", rows), midpoint, rtol=1e-6)  # XGBoost: f32
     result = Explainer(conformal, background_size=30).explain(patients.iloc[:5])
     d = result.decomposition
     np.testing.assert_allclose(d.total, d.calibration + d.instance, rtol=0, atol=1e-10)

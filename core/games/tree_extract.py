@@ -24,6 +24,7 @@ from core.models import (
     DesignPredictor,
     EncodedPredictor,
     LeafQuantileForest,
+    MeanPredictor,
     Predictor,
     UserModelPredictor,
 )
@@ -202,8 +203,26 @@ def _leaf_paths(is_leaf: Callable, children: Callable,
         stack.append((left, [*conditions, test(node, True)]))
 
 
+def _mean_of(parts: list[LeafEnsemble | None]) -> LeafEnsemble | None:
+    """The mean of tree sums is one tree sum: all their leaves, values divided by the count."""
+    if not parts or any(p is None for p in parts):
+        return None
+    ensembles = [p for p in parts if p is not None]
+    share = 1.0 / len(ensembles)
+    offsets = np.cumsum([0] + [int(e.trees.max(initial=-1)) + 1 for e in ensembles])
+    return LeafEnsemble(
+        base=sum(e.base for e in ensembles) * share,
+        values=np.concatenate([e.values for e in ensembles]) * share,
+        conditions=[path for e in ensembles for path in e.conditions],
+        trees=np.concatenate([e.trees + offset for e, offset in
+                              zip(ensembles, offsets, strict=False)]),
+    )
+
+
 def leaf_ensemble(predictor: Predictor) -> LeafEnsemble | None:
     """The predictor as base + leaf values, or None when it is not a supported tree sum."""
+    if isinstance(predictor, MeanPredictor):
+        return _mean_of([leaf_ensemble(part) for part in predictor.parts])
     if isinstance(predictor, UserModelPredictor):
         # Reading a user's trees can cost probes of its pipeline: once per predictor.
         if "_leaf_ensemble" not in predictor.__dict__:

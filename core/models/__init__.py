@@ -12,6 +12,7 @@ from core.models.base import (
     BaseModel,
     Component,
     FunctionPredictor,
+    MeanPredictor,
     ModelKind,
     Predictor,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "LeafQuantileForest",
     "Linear",
     "LinearDesignPredictor",
+    "MeanPredictor",
     "ModelKind",
     "Predictor",
     "RandomForest",

@@ -59,6 +59,17 @@ class FunctionPredictor:
         return np.asarray(self.function(encoded), dtype=float)
 
 
+class MeanPredictor:
+    """The mean of some predictors (e.g. (lo + hi) / 2 as a CQR system's shown prediction)."""
+
+    def __init__(self, parts: tuple[Predictor, ...]) -> None:
+        self.parts = parts
+
+    def predict(self, encoded: FloatArray) -> FloatArray:
+        values = [np.asarray(p.predict(encoded), dtype=float) for p in self.parts]
+        return np.sum(values, axis=0) / len(values)
+
+
 class BaseModel(Protocol):
     """A built-in model: fits point and quantile predictors on encoded rows (seeded)."""
 
