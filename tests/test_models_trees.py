@@ -292,3 +292,37 @@ def test_models_without_an_exact_reading_fall_back_to_brute_force():
         assert evaluator.path_of("f") == "brute", type(model).__name__
         np.testing.assert_allclose(fitted.components["f"].predict(fitted.training_rows[:5]),
                                    model.predict(pool[NUMERIC].iloc[:5]), rtol=1e-12)
+
+
+def test_lightgbm_categorical_splits_on_integer_codes_are_exact():
+    rng = np.random.default_rng(SEED)
+    n = 600
+    table = pd.DataFrame({"stage": rng.integers(0, 6, n).astype(float),
+                          "x0": rng.normal(size=n)})
+    table.loc[rng.random(n) < 0.1, "stage"] = np.nan
+    table["y"] = (np.isin(table.stage, [1, 4]) * 2.0 + table.x0
+                  + rng.normal(scale=0.5 + (table.stage == 3), size=n))
+    fit, pool, calibration, patients = table.iloc[:250], table.iloc[250:400], \
+        table.iloc[400:500], table.iloc[500:]
+    models = {name: lgb.LGBMRegressor(n_estimators=30, min_data_per_group=5, cat_smooth=1,
+                                      verbose=-1).fit(fit[["stage", "x0"]], target,
+                                                      categorical_feature=["stage"])
+              for name, target in (("f", fit["y"]), ("sigma", np.abs(fit["y"] - 1) + 0.5))}
+    fitted = system_from_models("normalized", models, pool, target="y")
+    conformal = fitted.conformalize(calibration, calibration["y"])
+    ensemble = leaf_ensemble(fitted.components["f"].predictor)
+    assert any(c.categorical for path in ensemble.conditions for c in path)
+    # every category, unseen ones, missing, and fractional codes (LightGBM truncates them)
+    values = np.array([0, 1, 2, 3, 4, 5, 7, 300, np.nan, 1.5, 3.9])
+    points = np.column_stack([values, np.zeros(len(values))])
+    background = np.vstack([fitted.training_rows[:20], points])
+    fast = MaskedEvaluator(fitted.components, background)
+    slow = MaskedEvaluator(fitted.components, background, path="brute")
+    coalitions = all_coalitions(2)
+    for name in ("f", "sigma"):
+        assert fast.path_of(name) == "tables"
+        a = fast.evaluate(coalitions, points, [name])[name]
+        b = slow.evaluate(coalitions, points, [name])[name]
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=RTOL * float(np.max(np.abs(b))))
+    d = Explainer(conformal, background_size=40).explain(patients.iloc[:5]).decomposition
+    np.testing.assert_allclose(d.total, d.calibration + d.instance, rtol=0, atol=1e-10)
