@@ -326,3 +326,16 @@ def test_lightgbm_categorical_splits_on_integer_codes_are_exact():
         np.testing.assert_allclose(a, b, rtol=RTOL, atol=RTOL * float(np.max(np.abs(b))))
     d = Explainer(conformal, background_size=40).explain(patients.iloc[:5]).decomposition
     np.testing.assert_allclose(d.total, d.calibration + d.instance, rtol=0, atol=1e-10)
+
+
+def test_histogram_boosting_reading_pandas_categories_falls_back_to_brute_force():
+    train, pool, _, patients = parts()
+    x = train[features(True)].assign(ward=train["ward"].astype("category"))
+    model = HistGradientBoostingRegressor(max_iter=20, categorical_features="from_dtype",
+                                          random_state=0).fit(x, train["y"])
+    fitted = system_from_models("absolute", {"f": model}, pool[[*features(True), "y"]],
+                                target="y")
+    assert MaskedEvaluator(fitted.components, fitted.training_rows[:10]).path_of("f") == "brute"
+    shown = patients[features(True)].assign(ward=patients["ward"].astype("category"))
+    np.testing.assert_array_equal(fitted.point.predict(fitted.encode(patients)),
+                                  model.predict(shown))

@@ -43,6 +43,11 @@ def _tree_leaves(estimators: list, scale: float) -> tuple[list, list, list]:
 def input_leaves(model: Any) -> LeafEnsemble | None:
     """A fitted scikit-learn tree regressor over its input columns, or None."""
     if isinstance(model, HistGradientBoostingRegressor):
+        preprocessor = model._preprocessor
+        if preprocessor is not None and not all(
+                np.issubdtype(np.asarray(seen).dtype, np.number) for seen in
+                preprocessor.named_transformers_["encoder"].categories_):
+            return None  # text categories read from pandas dtypes: brute force (not mapped)
         return _hgb_leaves(model)
     if isinstance(model, RandomForestRegressor | ExtraTreesRegressor):
         if model.n_outputs_ != 1:
