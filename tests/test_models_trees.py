@@ -339,3 +339,15 @@ def test_histogram_boosting_reading_pandas_categories_falls_back_to_brute_force(
     shown = patients[features(True)].assign(ward=patients["ward"].astype("category"))
     np.testing.assert_array_equal(fitted.point.predict(fitted.encode(patients)),
                                   model.predict(shown))
+
+
+def test_an_imputer_that_replaces_real_values_keeps_the_pipeline_on_brute_force():
+    # SimpleImputer(missing_values=0) maps 0 to the mean: not monotone, so no threshold rewrite
+    train, pool, _, _ = parts()
+    x = train[NUMERIC].fillna(0.0).round(0)
+    model = make_pipeline(SimpleImputer(missing_values=0.0),
+                          RandomForestRegressor(n_estimators=5, max_depth=3, random_state=0))
+    model.fit(x, train["y"])
+    fitted = system_from_models("absolute", {"f": model}, pool[[*NUMERIC, "y"]].fillna(0.0),
+                                target="y")
+    assert MaskedEvaluator(fitted.components, fitted.training_rows[:10]).path_of("f") == "brute"

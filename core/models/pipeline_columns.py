@@ -80,7 +80,9 @@ def _through(transformer: Any, inputs: ColumnSources) -> ColumnSources:
             raise _Unsupported
         return _identity(_n_out(transformer) or -1, inputs)
     if isinstance(transformer, SimpleImputer):
-        if transformer.add_indicator:
+        missing = transformer.missing_values
+        # Another missing marker (0, say) replaces real values: no longer non-decreasing.
+        if transformer.add_indicator or not (isinstance(missing, float) and np.isnan(missing)):
             raise _Unsupported
         return _identity(_n_out(transformer) or -1, inputs)
     if isinstance(transformer, OneHotEncoder):
