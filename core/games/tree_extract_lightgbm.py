@@ -4,8 +4,9 @@ LightGBM compares doubles, x <= threshold. Its missing types: NaN (NaN takes the
 direction), None (NaN is read as 0.0) and Zero (0 and NaN take the default direction; exact
 here only when that agrees with the threshold on the zero band, else the model stays on brute
 force). A categorical split sends the listed integer categories left and NaN, negative values
-and unlisted categories right. Leaf values already include the shrinkage, and the initial
-score is folded into the first tree.
+and unlisted categories right. One case differs: LightGBM truncates a value in (-1, 0) to
+category 0, the tables read it as negative (right); integer codes never fall there. Leaf
+values already include the shrinkage, and the initial score is folded into the first tree.
 """
 
 from __future__ import annotations
