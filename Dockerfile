@@ -13,7 +13,7 @@ FROM ${BASE_IMAGE}
 
 # The project's extras the dashboard needs (the one line to change when pyproject.toml's extras
 # change). pip warns about, and skips, an extra that pyproject.toml does not define.
-ARG CPDECOMP_EXTRAS=app,postgres,shap
+ARG CPDECOMP_EXTRAS=app,postgres,shap,models
 
 # Every writable path points into /tmp (tmpfs) or /data (the reviews volume); Streamlit sends no
 # usage statistics; Python writes no bytecode into the read-only image. The project lives in a

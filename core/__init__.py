@@ -40,10 +40,13 @@ _PUBLIC = {
     "Explainer": "core.explainer",
     "Explanation": "core.explainer",
     "MODELS": "core.models",
+    "MODEL_KINDS": "core.models",
+    "load_model_file": "core.model_files",
     "ConformalSystem": "core.system",
     "FittedSystem": "core.system",
     "fit_system": "core.system",
     "system_from_functions": "core.system",
+    "system_from_models": "core.system",
     "load_table": "core.tables",
     "Report": "core.workflow",
     "Study": "core.workflow",
@@ -58,8 +61,15 @@ if TYPE_CHECKING:
     from core.decomposition import Decomposition
     from core.errors import CpdecompError
     from core.explainer import Explainer, Explanation
-    from core.models import MODELS
-    from core.system import ConformalSystem, FittedSystem, fit_system, system_from_functions
+    from core.model_files import load_model_file
+    from core.models import MODEL_KINDS, MODELS
+    from core.system import (
+        ConformalSystem,
+        FittedSystem,
+        fit_system,
+        system_from_functions,
+        system_from_models,
+    )
     from core.tables import load_table
     from core.workflow import Report, Study, StudyOptions, prepare_study
 
@@ -80,6 +90,7 @@ __all__ = [
     "FAMILIES",
     "METHODS",
     "MODELS",
+    "MODEL_KINDS",
     "ConformalSystem",
     "CpdecompError",
     "Decomposition",
@@ -94,10 +105,12 @@ __all__ = [
     "conformal_rank",
     "fit_system",
     "get_family",
+    "load_model_file",
     "load_table",
     "minimum_calibration_size",
     "prepare_study",
     "split_rows",
     "system_from_functions",
+    "system_from_models",
     "target_values",
 ]

@@ -32,6 +32,7 @@ from core.data import parse_split
 from core.errors import CpdecompError
 from core.games import MASKING_PATHS
 from core.games.cache import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, shared_cache
+from core.model_files import load_model_file
 from core.models import MODELS
 from core.optional import require
 from core.output import STDOUT, output_format, write_reports
@@ -136,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--model", default="gbm", choices=list(MODELS),
                          help="point model: gradient boosting, random forest or least squares "
                          "(default %(default)s)")
+    explain.add_argument("--model-file", action="append", default=[], metavar="COMPONENT=PATH",
+                         help="a fitted model for one component (f, sigma, lo, hi) instead of "
+                         "fitting --model: .skops, XGBoost .json/.ubj or LightGBM .txt, never "
+                         "pickle (repeatable)")
     explain.add_argument("--method", default="exact", metavar="|".join(METHODS),
                          help="attribution method (default %(default)s)")
     explain.add_argument("--budget", "--permutations", dest="budget", type=int, default=None,
@@ -298,6 +303,19 @@ class Console:
             logger.setLevel(previous)
 
 
+def model_files(specs: list[str]) -> dict[str, object]:
+    """{component: model} from COMPONENT=PATH arguments, each file read without unpickling."""
+    models: dict[str, object] = {}
+    for spec in specs:
+        component, _, path = spec.partition("=")
+        if not component or not path:
+            raise CpdecompError(f"--model-file takes COMPONENT=PATH, got {spec!r}")
+        if component in models:
+            raise CpdecompError(f"--model-file gives {component!r} twice")
+        models[component.strip()] = load_model_file(path)
+    return models
+
+
 def run_explain(args: argparse.Namespace, console: Console) -> str:
     started = time.perf_counter()
     output_format(args.out, args.format)  # fail before any work
@@ -330,6 +348,7 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
     if args.scheduler:
         require("dask.distributed", "--scheduler")
     groups = [[n.strip() for n in text.split(",") if n.strip()] for text in args.group]
+    models = model_files(args.model_file)  # refused before any table is read
     ids = [args.id_column] if args.id_column else []
     limits = table_limits(args)
     data = read_data(args.data, ids, limits)
@@ -340,7 +359,8 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
     console.step(f"read {len(data):,} rows x {data.shape[1]} columns"
                  + (f", {len(train):,} training and {len(calibration):,} calibration rows"
                     if train is not None and calibration is not None else ""))
-    study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha)
+    study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha,
+                          models=models)
     console.step(f"fitted {args.model} on {study.n_train:,} rows and calibrated "
                  f"({args.family}, {study.system.n_calibration:,} rows); explaining "
                  f"{len(study.patients):,} patients with {args.method}")

@@ -20,6 +20,9 @@ EXTRAS = {
     "psycopg": ("psycopg", "postgres"),
     "streamlit": ("streamlit", "app"),
     "plotly": ("plotly", "app"),
+    "xgboost": ("xgboost-cpu", "models"),
+    "lightgbm": ("lightgbm", "models"),
+    "skops.io": ("skops", "models"),
 }
 """Module -> (the distribution that provides it, the cpdecomp extra that installs it)."""
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import warnings as python_warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -16,10 +17,39 @@ from core.conformal import Family, conformal_rank, get_family
 from core.data import FeatureEncoder
 from core.errors import CpdecompError
 from core.games.cache import content_digest, versions_digest
-from core.models import Component, FunctionPredictor, fit_components, get_model
+from core.models import (
+    SIGMA_FLOOR,
+    Component,
+    FunctionPredictor,
+    GradientBoosting,
+    MeanPredictor,
+    UserModelPredictor,
+    fit_components,
+    get_model,
+    model_kind,
+)
+from core.models.raw_table import TableDecoder, check_model_columns
+from core.models.user_model import wrap_user_model
 from core.typing import FloatArray
 
 MIN_TRAINING_ROWS = 10
+
+
+def check_feature_columns(columns: Sequence, features: Sequence, where: str) -> None:
+    """Refuse a table whose columns are not the features (order aside), naming the difference."""
+    present = list(columns)
+    missing = [name for name in features if name not in present]
+    extra = [name for name in present if name not in set(features)]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append("lacks " + ", ".join(map(repr, missing)))
+        if extra:
+            parts.append("has columns the model was not fitted on: " + ", ".join(map(repr, extra)))
+        raise CpdecompError(f"{where} {' and '.join(parts)}; the features are "
+                            + ", ".join(map(repr, features)))
+    if len(set(present)) != len(present):
+        raise CpdecompError(f"{where} has a column name twice")
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,12 +67,29 @@ class FittedSystem:
     quantile_alpha: float | None = None
     digest: str | None = None
     """Content hash of everything the fit depends on; None for injected functions."""
+    warnings: tuple[str, ...] = ()
+    """What the user should know about how the system was put together."""
 
     @property
     def feature_names(self) -> tuple[str, ...]:
         return self.encoder.features
 
     def encode(self, table: pd.DataFrame) -> FloatArray:
+        """The feature columns of a table (others, such as a target or an id, are ignored)."""
+        return self.encoder.transform(table)
+
+    def encode_patients(self, table: pd.DataFrame) -> FloatArray:
+        """A table of exactly the training's feature columns, in any order, encoded.
+
+        A missing or an extra column is refused by name: a patient table that does not hold
+        the training's features would give intervals for other inputs.
+        """
+        if not isinstance(table, pd.DataFrame):
+            raise CpdecompError(
+                "patients must be a table (pandas DataFrame) with the training's feature "
+                f"columns: {', '.join(map(repr, self.feature_names))}"
+            )
+        check_feature_columns(table.columns, self.feature_names, "the patients table")
         return self.encoder.transform(table)
 
     def conformalize(self, table: pd.DataFrame, targets: Sequence[float]) -> ConformalSystem:
@@ -104,14 +151,20 @@ class ConformalSystem:
         self.family.check_quantile(np.array([q]), "calibration quantile")
         return q
 
-    def predict_interval(self, rows: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
-        """Lower and upper bounds at encoded rows."""
+    def predict_interval(self, patients: pd.DataFrame,
+                         alpha: float) -> tuple[FloatArray, FloatArray]:
+        """Lower and upper bounds for patients given as a table of the training's features."""
+        return self._interval_at_rows(self.fitted.encode_patients(patients), alpha)
+
+    def predict(self, patients: pd.DataFrame) -> FloatArray:
+        """The point model's prediction for patients given as a table of the features."""
+        return self.fitted.point.predict(self.fitted.encode_patients(patients))
+
+    def _interval_at_rows(self, rows: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
+        """Lower and upper bounds at encoded rows (the games' own representation)."""
         comps = {n: c.predict(rows) for n, c in self.fitted.components.items()}
         self.family.check_components(comps, "patient row")
         return self.family.interval(self.quantile(alpha), comps)
-
-    def predict(self, rows: FloatArray) -> FloatArray:
-        return self.fitted.point.predict(rows)
 
 
 def fit_system(table: pd.DataFrame, targets: Sequence[float], features: Sequence[str] | None = None,
@@ -175,3 +228,90 @@ def system_from_functions(family: str, functions: Mapping[str, Callable[[FloatAr
         chosen, "custom", encoder, Component("f", FunctionPredictor(point_function)), components,
         encoder.transform(training_table), seed=0,
     )
+
+
+COMPONENT_ALIASES = {"f_lo": "lo", "f_hi": "hi"}
+SIGMA_WARNING = (
+    "no sigma model was given: sigma is a gradient-boosting model of |y - f(x)| on the "
+    "training rows; if f was fitted on those rows its residuals there are optimistic, so give "
+    "rows f did not see, or your own sigma model"
+)
+
+
+def system_from_models(family: str, models: Mapping[str, object], training_table: pd.DataFrame,
+                       target: str | None = None, features: Sequence[str] | None = None,
+                       floors: Mapping[str, float] | None = None, seed: int = 0) -> FittedSystem:
+    """A system whose components are models you fitted, each reading the raw table.
+
+    `models` maps component names (f, sigma, lo / f_lo, hi / f_hi: what the family needs) to
+    fitted scikit-learn estimators or Pipelines, XGBoost or LightGBM models, or functions of a
+    DataFrame of the raw feature columns. The players are the raw columns (`features`, or every
+    column of `training_table` but `target`); each model's own column names must be exactly
+    these, in this order. The training rows are the background pool; the normalized family
+    given no sigma model fits one on them (with a warning saying so), which needs `target`.
+    `core.models.MODEL_KINDS` says which exact masking path each kind of model gets.
+
+        fitted = system_from_models("normalized", {"f": pipeline}, train, target="y")
+        system = fitted.conformalize(calibration, calibration["y"])
+    """
+    chosen = get_family(family)
+    given = {COMPONENT_ALIASES.get(name, name): model for name, model in models.items()}
+    unknown = sorted(set(given) - {*chosen.components, "f"})
+    if unknown:
+        raise CpdecompError(f"the {family} family has no component {unknown[0]!r}; it needs "
+                            + ", ".join(chosen.components))
+    notes: list[str] = []
+    needs_sigma = "sigma" in chosen.components and "sigma" not in given
+    missing = [n for n in chosen.components if n not in given and n != "sigma"]
+    if missing:
+        raise CpdecompError(f"the {family} family needs a model for {', '.join(missing)}")
+    if target is not None and target not in training_table.columns:
+        raise CpdecompError(f"the training table has no target column {target!r}")
+    names = list(features) if features is not None else [
+        c for c in training_table.columns if c != target]
+    if target is not None and target in names:
+        raise CpdecompError(f"the target {target!r} cannot also be a feature")
+    encoder = FeatureEncoder(names).fit(training_table)
+    rows = encoder.transform(training_table)
+    decoder = TableDecoder(encoder.kinds_)
+    floors = floors or {}
+    components: dict[str, Component] = {}
+    for name, model in given.items():
+        kind = model_kind(model)
+        check_model_columns(kind.feature_names(model), names, name)
+        n_columns = kind.n_features(model)
+        if n_columns is not None and n_columns != len(names):
+            raise CpdecompError(f"the {name} model reads {n_columns} columns; the training table "
+                                f"has {len(names)} feature columns: {', '.join(map(repr, names))}")
+        component = Component(name, wrap_user_model(model, kind, decoder),
+                              floor=floors.get(name))
+        try:
+            component.predict(rows[:2])
+        except CpdecompError:
+            raise
+        except Exception as exc:  # the model's own message may quote cells: name its type only
+            raise CpdecompError(f"the {name} model ({kind.label}) failed on the training rows "
+                                f"({type(exc).__name__}); was it fitted on these columns?"
+                                ) from None
+        components[name] = component
+    if needs_sigma:
+        if target is None:
+            raise CpdecompError("the normalized family needs a sigma model, or the training "
+                                "target (target=...) to fit one")
+        targets = np.asarray(training_table[target], dtype=float)
+        if np.isnan(targets).any():
+            raise CpdecompError("fitting sigma needs a target value on every training row")
+        spread = np.abs(targets - components["f"].predict(rows))
+        floor = SIGMA_FLOOR * max(float(spread.mean()), np.finfo(float).tiny)
+        predictor = GradientBoosting().point(rows, spread, encoder.categorical_mask, seed)
+        components["sigma"] = Component("sigma", predictor, floor=floors.get("sigma", floor))
+        notes.append(SIGMA_WARNING)
+        python_warnings.warn(SIGMA_WARNING, UserWarning, stacklevel=2)
+    # CQR given no point model shows the midpoint of its quantiles
+    point = components.get("f") or Component(
+        "f", MeanPredictor((components["lo"].predictor, components["hi"].predictor)))
+    label = "+".join(sorted({c.predictor.kind.name for c in components.values()
+                             if isinstance(c.predictor, UserModelPredictor)}))
+    return FittedSystem(chosen, label, encoder, point,
+                        {name: components[name] for name in chosen.components}, rows, seed,
+                        warnings=tuple(notes))

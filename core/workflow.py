@@ -9,7 +9,8 @@ costs model fits. Explaining under another alpha, method or unit reuses all of i
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import warnings as python_warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -22,7 +23,8 @@ from core.decomposition import Units, in_units
 from core.errors import CpdecompError
 from core.explainer import Explainer, Explanation, Progress, join_explanations
 from core.games.masking import has_fast_path
-from core.system import ConformalSystem, fit_system
+from core.interop import report_frame, shap_explanations
+from core.system import ConformalSystem, fit_system, system_from_models
 from core.versions import library_versions
 
 LOG_FAMILIES = {name for name, family in FAMILIES.items() if family.scale == "log"}
@@ -76,6 +78,14 @@ class Report:
         meta = {**self.meta, "scale": units, "additivity_error": d.additivity_error,
                 "efficiency_error": d.efficiency_error}
         return replace(self, explanation=explanation, meta=meta)
+
+    def to_shap(self) -> dict:
+        """One shap.Explanation per view: {'calibration', 'instance', 'total'} (needs shap)."""
+        return shap_explanations(self)
+
+    def to_frame(self, layout: str = "long") -> pd.DataFrame:
+        """The CLI's tidy columns (one row per patient and feature), or 'wide' (per patient)."""
+        return report_frame(self, layout)  # type: ignore[arg-type]
 
 
 @dataclass(eq=False)
@@ -230,12 +240,15 @@ def _with_targets(table: pd.DataFrame, target: str, role: str) -> tuple[pd.DataF
 
 
 def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame | None = None,
-                  calibration: pd.DataFrame | None = None, alpha: float | None = None) -> Study:
+                  calibration: pd.DataFrame | None = None, alpha: float | None = None,
+                  models: Mapping[str, object] | None = None) -> Study:
     """Split (or take the given files), fit, conformalize and set up the explainer.
 
     With train and calibration tables, `data` holds only the patients to explain. Otherwise
     `data` is split (seeded); rows without a target cannot train or calibrate, so they join
-    the patients to explain.
+    the patients to explain. With `models` (fitted models per component, reading the raw
+    table: see system_from_models), nothing is fitted but what they leave out, and the
+    training rows are the background pool.
     """
     if (train is None) != (calibration is None):
         raise CpdecompError("give both --train and --calibration, or neither")
@@ -271,9 +284,19 @@ def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame
         raise CpdecompError("there are no patients to explain")
     if alpha is not None:
         conformal_rank(len(y_cal), alpha)  # an impossible alpha is refused before any fit
-    system = fit_system(train_table, y_train, columns.features, family=options.family,
-                        model=options.model, seed=options.seed,
-                        quantile_alpha=options.quantile_alpha).conformalize(cal_table, y_cal)
+    if models:
+        with python_warnings.catch_warnings():  # its warnings go to the report's warnings
+            python_warnings.simplefilter("ignore", UserWarning)
+            fitted = system_from_models(options.family, models, train_table.assign(
+                **{columns.target: y_train}), target=columns.target, features=columns.features,
+                seed=options.seed)
+        options = replace(options, model=fitted.model)  # the report names the models given
+        warnings += list(fitted.warnings)
+    else:
+        fitted = fit_system(train_table, y_train, columns.features, family=options.family,
+                            model=options.model, seed=options.seed,
+                            quantile_alpha=options.quantile_alpha)
+    system = fitted.conformalize(cal_table, y_cal)
     background = options.background
     if background is None:
         fast = options.masking != "brute" and all(

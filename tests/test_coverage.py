@@ -61,10 +61,10 @@ def replicate_coverage(model, family, seed):
     assert (len(train), len(calibration), len(test)) == (N_TRAIN, N_CALIBRATION, N_TEST)
     fitted = fit_system(table.iloc[train], y[train], family=family, model=model, seed=seed)
     system = fitted.conformalize(table.iloc[calibration], y[calibration])
-    rows = fitted.encode(table.iloc[test])
+    patients = table.iloc[test][list(fitted.feature_names)]
     covered = {}
     for alpha in ALPHAS:
-        lower, upper = system.predict_interval(rows, alpha)
+        lower, upper = system.predict_interval(patients, alpha)
         covered[alpha] = float(np.mean((lower <= y[test]) & (y[test] <= upper)))
     return covered
 

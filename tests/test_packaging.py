@@ -43,7 +43,7 @@ class Blocker(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Blocker())
 '''
 
-IMPORT_NAMES = {"sklearn": "scikit-learn"}
+IMPORT_NAMES = {"sklearn": "scikit-learn", "xgboost": "xgboost-cpu"}
 """Import names that differ from their distribution's name."""
 
 

@@ -6,8 +6,9 @@ model's own rule for missing values, so a leaf's cell per player can be checked 
 Forests on the one-hot design matrix are rewritten through the design's column roles.
 
 Supported: histogram gradient boosting with an identity link (squared error, absolute error,
-quantile), random forests, and the leaf-quantile forest. Anything else returns None and is
-evaluated by brute force.
+quantile), random forests, and the leaf-quantile forest; a user's fitted models through
+core.games.user_trees (scikit-learn trees and Pipelines, XGBoost, LightGBM). Anything else
+returns None and is evaluated by brute force.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from core.models import (
     DesignPredictor,
     EncodedPredictor,
     LeafQuantileForest,
+    MeanPredictor,
     Predictor,
+    UserModelPredictor,
 )
 
 N_CODES = 256
@@ -200,8 +203,33 @@ def _leaf_paths(is_leaf: Callable, children: Callable,
         stack.append((left, [*conditions, test(node, True)]))
 
 
+def _mean_of(parts: list[LeafEnsemble | None]) -> LeafEnsemble | None:
+    """The mean of tree sums is one tree sum: all their leaves, values divided by the count."""
+    if not parts or any(p is None for p in parts):
+        return None
+    ensembles = [p for p in parts if p is not None]
+    share = 1.0 / len(ensembles)
+    offsets = np.cumsum([0] + [int(e.trees.max(initial=-1)) + 1 for e in ensembles])
+    return LeafEnsemble(
+        base=sum(e.base for e in ensembles) * share,
+        values=np.concatenate([e.values for e in ensembles]) * share,
+        conditions=[path for e in ensembles for path in e.conditions],
+        trees=np.concatenate([e.trees + offset for e, offset in
+                              zip(ensembles, offsets, strict=False)]),
+    )
+
+
 def leaf_ensemble(predictor: Predictor) -> LeafEnsemble | None:
     """The predictor as base + leaf values, or None when it is not a supported tree sum."""
+    if isinstance(predictor, MeanPredictor):
+        return _mean_of([leaf_ensemble(part) for part in predictor.parts])
+    if isinstance(predictor, UserModelPredictor):
+        # Reading a user's trees can cost probes of its pipeline: once per predictor.
+        if "_leaf_ensemble" not in predictor.__dict__:
+            from core.games.user_trees import user_leaf_ensemble  # it builds on this module
+
+            predictor.__dict__["_leaf_ensemble"] = user_leaf_ensemble(predictor)
+        return predictor.__dict__["_leaf_ensemble"]
     if isinstance(predictor, LeafQuantileForest):
         return _forest_leaves(predictor.design, predictor.forest, predictor.leaf_values_)
     if isinstance(predictor, DesignPredictor) and isinstance(predictor.estimator,

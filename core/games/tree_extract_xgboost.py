@@ -1,0 +1,39 @@
+"""XGBoost's trees (read from the booster's JSON) as leaves with conditions on input columns.
+
+XGBoost goes left when float32(x) < threshold, with float32 thresholds; for float32 values
+that is float32(x) <= the next float32 below the threshold, the kernels' single-precision test.
+NaN takes the node's default direction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from core.games.tree_extract import Condition, LeafEnsemble, _leaf_paths
+from core.models.xgboost_model import booster_trees
+
+
+def _condition(tree: dict, node: int, go_left: bool) -> Condition:
+    below = np.nextafter(tree["threshold"][node], np.float32(-np.inf))
+    return Condition(int(tree["feature"][node]), False, float(below),
+                     bool(tree["default_left"][node]), None, go_left, single_precision=True)
+
+
+def input_leaves(model: Any) -> LeafEnsemble | None:
+    """A gbtree booster with an identity link over its input columns, or None."""
+    read = booster_trees(model)
+    if read is None:
+        return None
+    values, paths, trees = [], [], []
+    for t, tree in enumerate(read.trees):
+        for leaf, path in _leaf_paths(
+            lambda i, tree=tree: tree["left"][i] == -1,
+            lambda i, tree=tree: (tree["left"][i], tree["right"][i]),
+            lambda i, go_left, tree=tree: _condition(tree, i, go_left),
+        ):
+            values.append(float(tree["threshold"][leaf]))  # a leaf's value sits there
+            paths.append(path)
+            trees.append(t)
+    return LeafEnsemble(read.base, np.array(values), paths, np.array(trees))

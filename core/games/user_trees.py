@@ -1,0 +1,89 @@
+"""Tree tables for a user's fitted model: which extractor reads it, and how its input columns
+map to the raw columns (players).
+
+* a bare tree model on numeric columns: its input columns are the players;
+* LightGBM with text columns fitted as pandas categories: those splits are rewritten through
+  LightGBM's own category codes;
+* a Pipeline: the trees of its last step, rewritten through its preprocessing when every
+  transformer acts column by column (core.models.pipeline_columns);
+* anything else (and an XGBoost last step in a Pipeline, whose predict sums leaves in float32
+  while the tables sum in float64): None, so masking uses brute force.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.games import tree_extract_lightgbm, tree_extract_sklearn, tree_extract_xgboost
+from core.games.tree_extract import LeafEnsemble
+from core.games.tree_rewrite import PreprocessedInputs, rewrite
+from core.models import model_kind
+from core.models.lightgbm_model import booster as lightgbm_booster
+from core.models.pipeline_columns import ColumnSources, column_sources
+from core.models.user_model import UserModelPredictor
+
+INPUT_LEAVES: dict[str, Callable[[Any], LeafEnsemble | None]] = {
+    "sklearn-trees": tree_extract_sklearn.input_leaves,
+    "xgboost": tree_extract_xgboost.input_leaves,
+    "lightgbm": tree_extract_lightgbm.input_leaves,
+}
+PIPELINE_LAST_STEPS = {"sklearn-trees", "lightgbm"}
+
+
+def _lightgbm_codes(model: Any, decoder) -> Callable[[pd.DataFrame], np.ndarray]:
+    """The values LightGBM's trees see: pandas categories become its training codes."""
+    categories = lightgbm_booster(model).pandas_categorical or []
+
+    def transform(frame: pd.DataFrame) -> np.ndarray:
+        out = frame.copy()
+        text = [name for name in frame.columns
+                if isinstance(frame[name].dtype, pd.CategoricalDtype)]
+        for name, known in zip(text, categories, strict=True):
+            codes = out[name].cat.set_categories(known).cat.codes.to_numpy(dtype=float)
+            out[name] = np.where(codes < 0, np.nan, codes)
+        return out.to_numpy(dtype=float)
+
+    return transform
+
+
+def _bare(ensemble: LeafEnsemble, predictor: UserModelPredictor) -> LeafEnsemble | None:
+    decoder = predictor.decoder
+    if not decoder.has_categories:
+        return ensemble
+    if predictor.kind.name != "lightgbm":
+        return None  # text columns read as pandas categories by scikit-learn or XGBoost
+    n = len(decoder.kinds)
+    identity = ColumnSources(tuple(range(n)), (True,) * n)
+    return rewrite(ensemble, PreprocessedInputs(
+        _lightgbm_codes(predictor.model, decoder), identity, decoder, "category",
+        numeric_as_is=True))
+
+
+def _pipeline(predictor: UserModelPredictor) -> LeafEnsemble | None:
+    pipeline = predictor.model
+    last = pipeline.steps[-1][1]
+    name = model_kind(last).name
+    if name not in PIPELINE_LAST_STEPS:
+        return None
+    sources = column_sources(pipeline[:-1], len(predictor.decoder.kinds))
+    ensemble = INPUT_LEAVES[name](last)
+    if sources is None or ensemble is None:
+        return None
+    try:
+        return rewrite(ensemble, PreprocessedInputs(pipeline[:-1].transform, sources,
+                                                    predictor.decoder))
+    except (ValueError, TypeError):  # the preprocessing refused a probe row: not column-wise
+        return None
+
+
+def user_leaf_ensemble(predictor: UserModelPredictor) -> LeafEnsemble | None:
+    """The user's model as base + leaf values over the players, or None (brute force)."""
+    if predictor.kind.name == "sklearn-pipeline":
+        return _pipeline(predictor)
+    extract = INPUT_LEAVES.get(predictor.kind.name)
+    ensemble = None if extract is None else extract(predictor.model)
+    return None if ensemble is None else _bare(ensemble, predictor)

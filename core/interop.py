@@ -1,0 +1,71 @@
+"""A report in other libraries' shapes: shap.Explanation objects, and pandas frames.
+
+    views = report.to_shap()            # {"calibration": ..., "instance": ..., "total": ...}
+    shap.plots.waterfall(views["total"][0])
+    frame = report.to_frame()           # the CLI's tidy columns, one row per patient x feature
+
+Every view starts from the same base value, the featureless pipeline's width (its log in log
+units), so the total view ends at the patient's width and base + Σ calibration + Σ instance is
+that width too (φ_T = φ_C + φ_I).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from core.errors import CpdecompError
+
+if TYPE_CHECKING:
+    from core.workflow import Report
+
+VIEWS = ("calibration", "instance", "total")
+Layout = Literal["long", "wide"]
+
+
+def shap_explanations(report: Report) -> dict[str, Any]:
+    """One shap.Explanation per view (calibration-driven, instance-driven, total)."""
+    try:
+        import shap
+    except ModuleNotFoundError:
+        raise CpdecompError("shap is not installed; install the extra: pip install "
+                            "'cpdecomp[shap]'") from None
+    d = report.explanation.decomposition
+    # empty_value is on the family's scale (a log width for log families)
+    start = report.explanation.base_width if d.units == "width" else d.empty_value
+    base = np.full(len(report.patient_ids), float(start))
+    shown = report.feature_values.to_numpy(dtype=object)
+    numbers = report.feature_values.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    names = [str(i) for i in report.patient_ids]
+    return {
+        view: shap.Explanation(
+            values=np.array(getattr(d, view), dtype=float), base_values=base, data=numbers,
+            display_data=shown, feature_names=list(d.features), instance_names=names,
+            output_names=f"{view} attribution of the interval width ({d.units} units)",
+            error_std=getattr(d, f"{view}_se"),
+        )
+        for view in VIEWS
+    }
+
+
+def report_frame(report: Report, layout: Layout = "long") -> pd.DataFrame:
+    """The CLI's tidy frame (long), or one row per patient with a column per view and feature."""
+    from core.output import tidy_frame  # output builds on workflow, which holds Report
+
+    long = tidy_frame(report)
+    if layout == "long":
+        return long
+    if layout != "wide":
+        raise CpdecompError(f"layout must be 'long' or 'wide', got {layout!r}")
+    per_patient = [c for c in ("patient_id", "prediction", "lower", "upper", "width",
+                               "base_width", "y") if c in long.columns]
+    n_features = len(report.explanation.features)
+    wide = long[per_patient].iloc[::n_features].reset_index(drop=True)
+    d = report.explanation.decomposition
+    for view in VIEWS:
+        values = getattr(d, view)
+        for j, name in enumerate(d.features):
+            wide[f"{view}:{name}"] = values[:, j]
+    return wide

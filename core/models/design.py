@@ -1,0 +1,90 @@
+"""Design matrix for models that need numbers only, and the predictors that read it.
+
+The forest and the linear model see a design matrix with one-hot categories and imputed
+numbers, built here, so every expanded column still belongs to exactly one player.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.typing import BoolArray, FloatArray
+
+
+class DesignMatrix:
+    """Median-imputed numbers (+ a missing flag where training had gaps) and one-hot categories.
+
+    The first category of each categorical column is the reference (all zeros); a missing or
+    unseen category gets its own column when training had missing values there.
+    """
+
+    def fit(self, encoded: FloatArray, categorical: BoolArray) -> DesignMatrix:
+        self.categorical_ = np.asarray(categorical, dtype=bool)
+        self.fill_ = np.zeros(encoded.shape[1])
+        self.flag_missing_ = np.isnan(encoded).any(axis=0)
+        self.n_categories_ = np.zeros(encoded.shape[1], dtype=int)
+        roles: list[tuple[int, str, int]] = []
+        for j in range(encoded.shape[1]):
+            column = encoded[:, j]
+            if self.categorical_[j]:
+                self.n_categories_[j] = int(np.nanmax(column)) + 1
+                roles += [(j, "level", level) for level in range(1, self.n_categories_[j])]
+            else:
+                self.fill_[j] = float(np.nanmedian(column))
+                if np.nanmax(column) > np.nanmin(column):
+                    roles.append((j, "value", 0))
+            if self.flag_missing_[j]:
+                roles.append((j, "missing", 0))
+        self.column_roles_ = roles
+        """Per expanded column: (player, 'value' | 'level' | 'missing', category level)."""
+        self.player_of_column_ = np.array([r[0] for r in roles], dtype=int)
+        # A constant column carries no information; leaving it out keeps it an exact null player.
+        self.varying_ = {j for j in range(encoded.shape[1]) if not self.categorical_[j]
+                         and np.nanmax(encoded[:, j]) > np.nanmin(encoded[:, j])}
+        return self
+
+    def transform(self, encoded: FloatArray) -> FloatArray:
+        blocks = []
+        for j in range(encoded.shape[1]):
+            column = encoded[:, j]
+            missing = np.isnan(column)
+            if self.categorical_[j]:
+                levels = np.arange(1, self.n_categories_[j])
+                blocks.append((column[:, None] == levels[None, :]).astype(float))
+            elif j in self.varying_:
+                blocks.append(np.where(missing, self.fill_[j], column)[:, None])
+            if self.flag_missing_[j]:
+                blocks.append(missing[:, None].astype(float))
+        return np.hstack(blocks) if blocks else np.empty((len(encoded), 0))
+
+
+class DesignPredictor:
+    """A scikit-learn regressor on the design matrix."""
+
+    def __init__(self, design: DesignMatrix, estimator: object) -> None:
+        self.design = design
+        self.estimator = estimator
+
+    def predict(self, encoded: FloatArray) -> FloatArray:
+        return self.estimator.predict(self.design.transform(encoded))
+
+
+class LinearDesignPredictor(DesignPredictor):
+    """A linear model: its prediction is an intercept plus one additive term per player."""
+
+    def additive_terms(self, encoded: FloatArray) -> tuple[float, FloatArray]:
+        expanded = self.design.transform(encoded) * np.asarray(self.estimator.coef_)[None, :]
+        n_players = encoded.shape[1]
+        terms = np.zeros((len(encoded), n_players))
+        np.add.at(terms.T, self.design.player_of_column_, expanded.T)
+        return float(self.estimator.intercept_), terms
+
+
+class EncodedPredictor:
+    """A scikit-learn regressor that reads the encoded matrix directly."""
+
+    def __init__(self, estimator: object) -> None:
+        self.estimator = estimator
+
+    def predict(self, encoded: FloatArray) -> FloatArray:
+        return self.estimator.predict(encoded)

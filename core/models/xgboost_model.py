@@ -1,0 +1,135 @@
+"""Adapter for fitted XGBoost models (Booster, XGBRegressor), imported only when used."""
+
+from __future__ import annotations
+
+import json
+import math
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.models.base import ModelKind
+from core.typing import FloatArray
+
+IDENTITY_LINKS = {"reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror",
+                  "reg:quantileerror"}
+"""Objectives whose prediction is base_score plus the sum of leaf values (no link)."""
+
+
+@dataclass(frozen=True)
+class BoosterTrees:
+    """The trees of a gbtree booster with an identity link, read from its JSON model.
+
+    XGBoost stores thresholds and leaf values as float32; its predict compares
+    float32(x) < threshold (NaN takes the default direction) and sums leaves in float32.
+    """
+
+    base: float
+    trees: list[dict]
+    """Per tree: left, right, feature, threshold (float32), default_left, value (float32)."""
+    n_trees: int
+    """Trees the model's own predict uses (early stopping keeps the best iteration's)."""
+
+
+_TREES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _float32(text: str) -> float:
+    return float(np.float32(text.strip("[]")))
+
+
+def booster_trees(model: Any) -> BoosterTrees | None:
+    """The booster's trees when they are a plain tree sum we can read exactly, else None."""
+    raw = booster(model)
+    try:
+        return _TREES[raw] if raw in _TREES else _TREES.setdefault(raw, _read(model, raw))
+    except TypeError:  # not weak-referenceable: read it each time
+        return _read(model, raw)
+
+
+def _read(model: Any, raw: Any) -> BoosterTrees | None:
+    learner = json.loads(bytes(raw.save_raw("json")))["learner"]
+    params = learner["learner_model_param"]
+    booster_json = learner["gradient_booster"]
+    if (learner["objective"]["name"] not in IDENTITY_LINKS or booster_json["name"] != "gbtree"
+            or int(params.get("num_target", "1")) != 1 or int(params.get("num_class", "0")) > 1):
+        return None
+    missing = getattr(model, "missing", math.nan)
+    if missing is not None and not (isinstance(missing, float) and math.isnan(missing)):
+        return None  # another value marks missing cells: the trees' NaN rule does not apply
+    trees = booster_json["model"]["trees"]
+    if any(any(t["split_type"]) for t in trees) or len(set(booster_json["model"]["tree_info"])) > 1:
+        return None  # categorical splits or several outputs
+    indptr = booster_json["model"].get("iteration_indptr")
+    n_trees = len(trees)
+    best = getattr(model, "best_iteration", None) if hasattr(model, "get_booster") else None
+    if best is not None and indptr is not None:
+        n_trees = int(indptr[int(best) + 1])
+    parsed = [{
+        "left": t["left_children"], "right": t["right_children"], "feature": t["split_indices"],
+        "threshold": np.asarray(t["split_conditions"], dtype=np.float32),
+        "default_left": t["default_left"],
+    } for t in trees[:n_trees]]
+    return BoosterTrees(_float32(params["base_score"]), parsed, n_trees)
+
+
+def leaf_sum(model: Any, frame: pd.DataFrame, trees: BoosterTrees) -> FloatArray:
+    """base + Σ leaf values in float64, over the leaves the booster itself routes rows to."""
+    import xgboost
+
+    data = xgboost.DMatrix(frame if feature_names(model) is not None
+                           else frame.to_numpy(dtype=float))
+    leaves = booster(model).predict(data, pred_leaf=True, iteration_range=(0, trees.n_trees))
+    leaves = np.asarray(leaves, dtype=np.int64).reshape(len(frame), -1)
+    total = np.full(len(frame), trees.base)
+    for t, tree in enumerate(trees.trees):
+        total += tree["threshold"].astype(np.float64)[leaves[:, t]]
+    return total
+
+
+def _module(model: Any) -> str:
+    return type(model).__module__.split(".")[0]
+
+
+def recognises(model: Any) -> bool:
+    return _module(model) == "xgboost" and hasattr(model, "predict")
+
+
+def booster(model: Any) -> Any:
+    return model.get_booster() if hasattr(model, "get_booster") else model
+
+
+def feature_names(model: Any) -> list[str] | None:
+    names = booster(model).feature_names
+    return None if names is None else list(names)
+
+
+def n_features(model: Any) -> int | None:
+    return int(booster(model).num_features())
+
+
+def call(model: Any, frame: pd.DataFrame) -> FloatArray:
+    """The booster's own routing of each row, summed in float64 when its trees can be read
+    (XGBoost's predict adds in float32: ~1e-7 relative apart), else its own predict."""
+    trees = booster_trees(model)
+    if trees is not None:
+        return leaf_sum(model, frame, trees)
+    data = frame if feature_names(model) is not None else frame.to_numpy(dtype=float)
+    if hasattr(model, "get_booster"):
+        return np.asarray(model.predict(data), dtype=float)
+    return np.asarray(model.inplace_predict(data), dtype=float)
+
+
+XGBOOST = ModelKind(
+    name="xgboost", label="XGBoost", fast_path="tree tables",
+    notes="gbtree boosters with an identity link (reg:squarederror, reg:absoluteerror, "
+          "reg:pseudohubererror, one reg:quantileerror level) on numeric columns, read from the "
+          "booster's JSON: float32 thresholds, default directions, base score. Predictions are "
+          "the booster's own leaves summed in float64 (its predict sums in float32). Brute "
+          "force (its own predict) for other objectives (log links), dart, gblinear, "
+          "categorical splits, several outputs or a non-NaN missing value",
+    recognises=recognises, feature_names=feature_names, n_features=n_features, call=call,
+)
