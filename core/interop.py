@@ -17,21 +17,57 @@ import numpy as np
 import pandas as pd
 
 from core.errors import CpdecompError
+from core.optional import require
 
 if TYPE_CHECKING:
     from core.workflow import Report
 
 VIEWS = ("calibration", "instance", "total")
+
+OPTIONAL_PARTS = ("calibration_se", "instance_se", "total_se", "calibration_low",
+                  "calibration_high", "calibration_sign_uncertain", "fixed_quantile")
+"""Per (patient, feature) arrays a run has only when asked for (or for sampled methods):
+Monte Carlo standard errors, φ_C's bootstrap interval and its sign mark, the fixed-q̂ view."""
+
+
+def optional_parts(report: Report) -> dict[str, np.ndarray]:
+    """The optional per (patient, feature) arrays this report has, by output column name."""
+    d = report.explanation.decomposition
+    found = {name: getattr(d, name) for name in OPTIONAL_PARTS}
+    return {name: values for name, values in found.items() if values is not None}
+
+
+def tidy_frame(report: Report) -> pd.DataFrame:
+    """One row per (patient, feature)."""
+    e = report.explanation
+    d = e.decomposition
+    n_patients, n_features = d.total.shape
+    repeat = lambda values: np.repeat(np.asarray(values), n_features)  # noqa: E731
+    frame = pd.DataFrame({
+        "patient_id": repeat(np.array(report.patient_ids, dtype=object)),
+        "feature": np.tile(np.array(d.features, dtype=object), n_patients),
+        "feature_value": report.feature_values.to_numpy(dtype=object).ravel(),
+        "calibration": d.calibration.ravel(),
+        "instance": d.instance.ravel(),
+        "total": d.total.ravel(),
+        "prediction": repeat(e.prediction),
+        "lower": repeat(e.lower),
+        "upper": repeat(e.upper),
+        "width": repeat(e.width),
+        "base_width": np.full(n_patients * n_features, e.base_width),
+    })
+    if report.targets is not None:
+        frame["y"] = repeat(report.targets)
+    for name, values in optional_parts(report).items():
+        frame[name] = values.ravel()
+    return frame
+
 Layout = Literal["long", "wide"]
 
 
 def shap_explanations(report: Report) -> dict[str, Any]:
     """One shap.Explanation per view (calibration-driven, instance-driven, total)."""
-    try:
-        import shap
-    except ModuleNotFoundError:
-        raise CpdecompError("shap is not installed; install the extra: pip install "
-                            "'cpdecomp[shap]'") from None
+    shap = require("shap", "shap.Explanation output")
     d = report.explanation.decomposition
     # empty_value is on the family's scale (a log width for log families)
     start = report.explanation.base_width if d.units == "width" else d.empty_value
@@ -52,8 +88,6 @@ def shap_explanations(report: Report) -> dict[str, Any]:
 
 def report_frame(report: Report, layout: Layout = "long") -> pd.DataFrame:
     """The CLI's tidy frame (long), or one row per patient with a column per view and feature."""
-    from core.output import tidy_frame  # output builds on workflow, which holds Report
-
     long = tidy_frame(report)
     if layout == "long":
         return long

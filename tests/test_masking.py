@@ -10,8 +10,8 @@ from core import Explainer, fit_system
 from core.errors import CpdecompError
 from core.explainer import draw_background
 from core.games import MaskedEvaluator
-from core.games.tree_extract import leaf_ensemble
 from core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
+from core.games.trees import leaf_ensemble
 
 
 def mixed_table(n: int, n_numeric: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:

@@ -30,8 +30,8 @@ from sklearn.tree import DecisionTreeRegressor
 
 from core.explainer import Explainer
 from core.games.masking import MaskedEvaluator
-from core.games.tree_extract import leaf_ensemble
 from core.games.tree_tables import TreeTables
+from core.games.trees import leaf_ensemble
 from core.system import system_from_models
 
 xgb = pytest.importorskip("xgboost")

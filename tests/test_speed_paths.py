@@ -16,8 +16,8 @@ from core.attribution import build_design
 from core.explainer import draw_background
 from core.games import CalibrationGame, MaskedEvaluator
 from core.games.cache import GameCache
-from core.games.tree_extract import leaf_ensemble
 from core.games.tree_tables import TreeTables
+from core.games.trees import leaf_ensemble
 
 
 def mixed_table(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:

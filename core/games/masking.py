@@ -18,8 +18,8 @@ import numpy as np
 
 from core.coalitions import MAX_PLAYERS, bits_from_coalitions, check_bit_players, column_players
 from core.errors import CpdecompError
-from core.games.tree_extract import leaf_ensemble
 from core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
+from core.games.trees import leaf_ensemble
 from core.models import Component
 from core.typing import Coalitions, FloatArray
 

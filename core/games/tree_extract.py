@@ -6,58 +6,36 @@ model's own rule for missing values, so a leaf's cell per player can be checked 
 Forests on the one-hot design matrix are rewritten through the design's column roles.
 
 Supported: histogram gradient boosting with an identity link (squared error, absolute error,
-quantile), random forests, and the leaf-quantile forest; a user's fitted models through
-core.games.user_trees (scikit-learn trees and Pipelines, XGBoost, LightGBM). Anything else
-returns None and is evaluated by brute force.
+quantile), random forests, and the leaf-quantile forest (a user's fitted models are read by
+core.games.user_trees; core.games.trees chooses the reader). Anything else returns None and is
+evaluated by brute force.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 
+from core.games.tree_records import (
+    LEFT,
+    MISSING,
+    N_CODES,
+    RIGHT,
+    Condition,
+    LeafEnsemble,
+    leaf_paths,
+)
 from core.models import (
     DesignMatrix,
     DesignPredictor,
     EncodedPredictor,
     LeafQuantileForest,
-    MeanPredictor,
     Predictor,
-    UserModelPredictor,
 )
 
-N_CODES = 256
-"""Category codes per table row (gradient boosting allows at most 255 categories)."""
-LEFT, RIGHT, MISSING = 1, 0, 2
-
 IDENTITY_LINK_LOSSES = {"squared_error", "absolute_error", "quantile"}
-
-
-@dataclass
-class Condition:
-    """One split on a path, as a test on one player's encoded value."""
-
-    player: int
-    categorical: bool
-    threshold: float  # numeric: value <= threshold goes left
-    missing_left: bool
-    codes: np.ndarray | None  # categorical: per code LEFT / RIGHT / MISSING (use missing_left)
-    go_left: bool
-    single_precision: bool = False  # scikit-learn's trees compare float32(value) <= threshold
-
-
-@dataclass(frozen=True, eq=False)
-class LeafEnsemble:
-    """prediction(x) = base + Σ over leaves reached by x of value."""
-
-    base: float
-    values: np.ndarray
-    conditions: list[list[Condition]]
-    trees: np.ndarray
-    """Tree of each leaf (leaves come tree by tree, each tree's in depth-first order)."""
 
 
 @dataclass(frozen=True)
@@ -128,14 +106,14 @@ def _hgb_nodes(nodes: np.ndarray) -> list[dict]:
             zip(*(columns[name] for name in NODE_FIELDS), strict=True)]
 
 
-def _hgb_leaves(model: HistGradientBoostingRegressor) -> LeafEnsemble | None:
+def hgb_leaves(model: HistGradientBoostingRegressor) -> LeafEnsemble | None:
     if model.loss not in IDENTITY_LINK_LOSSES or model.n_trees_per_iteration_ != 1:
         return None
     inputs = _BoostingInputs.of(model)
     values, paths, trees = [], [], []
     for tree, (predictor,) in enumerate(model._predictors):
         nodes = _hgb_nodes(predictor.nodes)
-        for leaf, path in _leaf_paths(
+        for leaf, path in leaf_paths(
             lambda i, nodes=nodes: nodes[i]["is_leaf"],
             lambda i, nodes=nodes: (nodes[i]["left"], nodes[i]["right"]),
             lambda i, go_left, nodes=nodes, sets=predictor.raw_left_cat_bitsets: _hgb_condition(
@@ -155,7 +133,7 @@ def _forest_leaves(design: DesignMatrix, forest: RandomForestRegressor,
     for t, estimator in enumerate(forest.estimators_):
         tree = estimator.tree_
         table = tree.value[:, 0, 0] if leaf_values is None else leaf_values[t]
-        for leaf, path in _leaf_paths(
+        for leaf, path in leaf_paths(
             lambda i, tree=tree: tree.children_left[i] == -1,
             lambda i, tree=tree: (int(tree.children_left[i]), int(tree.children_right[i])),
             lambda i, go_left, tree=tree: _design_condition(
@@ -189,47 +167,9 @@ def _design_condition(design: DesignMatrix, column: int, threshold: float,
     return Condition(player, True, 0.0, 0.0 <= threshold, codes, go_left)
 
 
-def _leaf_paths(is_leaf: Callable, children: Callable,
-                test: Callable) -> Iterator[tuple[int, list[Condition]]]:
-    """Depth-first over a tree from node 0: each leaf with the conditions on its path."""
-    stack: list[tuple[int, list[Condition]]] = [(0, [])]
-    while stack:
-        node, conditions = stack.pop()
-        if is_leaf(node):
-            yield node, conditions
-            continue
-        left, right = children(node)
-        stack.append((right, [*conditions, test(node, False)]))
-        stack.append((left, [*conditions, test(node, True)]))
-
-
-def _mean_of(parts: list[LeafEnsemble | None]) -> LeafEnsemble | None:
-    """The mean of tree sums is one tree sum: all their leaves, values divided by the count."""
-    if not parts or any(p is None for p in parts):
-        return None
-    ensembles = [p for p in parts if p is not None]
-    share = 1.0 / len(ensembles)
-    offsets = np.cumsum([0] + [int(e.trees.max(initial=-1)) + 1 for e in ensembles])
-    return LeafEnsemble(
-        base=sum(e.base for e in ensembles) * share,
-        values=np.concatenate([e.values for e in ensembles]) * share,
-        conditions=[path for e in ensembles for path in e.conditions],
-        trees=np.concatenate([e.trees + offset for e, offset in
-                              zip(ensembles, offsets, strict=False)]),
-    )
-
-
-def leaf_ensemble(predictor: Predictor) -> LeafEnsemble | None:
-    """The predictor as base + leaf values, or None when it is not a supported tree sum."""
-    if isinstance(predictor, MeanPredictor):
-        return _mean_of([leaf_ensemble(part) for part in predictor.parts])
-    if isinstance(predictor, UserModelPredictor):
-        # Reading a user's trees can cost probes of its pipeline: once per predictor.
-        if "_leaf_ensemble" not in predictor.__dict__:
-            from core.games.user_trees import user_leaf_ensemble  # it builds on this module
-
-            predictor.__dict__["_leaf_ensemble"] = user_leaf_ensemble(predictor)
-        return predictor.__dict__["_leaf_ensemble"]
+def builtin_leaf_ensemble(predictor: Predictor) -> LeafEnsemble | None:
+    """A built-in model's predictor as base + leaf values, or None when it is not a tree sum
+    these readers support (core.games.trees dispatches a user's models elsewhere)."""
     if isinstance(predictor, LeafQuantileForest):
         return _forest_leaves(predictor.design, predictor.forest, predictor.leaf_values_)
     if isinstance(predictor, DesignPredictor) and isinstance(predictor.estimator,
@@ -237,5 +177,5 @@ def leaf_ensemble(predictor: Predictor) -> LeafEnsemble | None:
         return _forest_leaves(predictor.design, predictor.estimator)
     if isinstance(predictor, EncodedPredictor) and isinstance(predictor.estimator,
                                                               HistGradientBoostingRegressor):
-        return _hgb_leaves(predictor.estimator)
+        return hgb_leaves(predictor.estimator)
     return None

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from core.games.tree_extract import LEFT, N_CODES, RIGHT, Condition, LeafEnsemble, _leaf_paths
+from core.games.tree_records import LEFT, N_CODES, RIGHT, Condition, LeafEnsemble, leaf_paths
 from core.models.lightgbm_model import booster
 
 IDENTITY_LINKS = {"regression", "regression_l1", "huber", "fair", "quantile", "mape"}
@@ -68,7 +68,7 @@ def input_leaves(model: Any) -> LeafEnsemble | None:
                 return len(nodes) - 1
 
             index(info["tree_structure"])
-            for leaf, path in _leaf_paths(
+            for leaf, path in leaf_paths(
                 lambda i, nodes=nodes: "leaf_value" in nodes[i],
                 lambda i, nodes=nodes: (index(nodes[i]["left_child"]),
                                         index(nodes[i]["right_child"])),

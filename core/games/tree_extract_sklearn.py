@@ -19,7 +19,8 @@ from sklearn.ensemble import (
 )
 from sklearn.tree import DecisionTreeRegressor
 
-from core.games.tree_extract import Condition, LeafEnsemble, _hgb_leaves, _leaf_paths
+from core.games.tree_extract import hgb_leaves
+from core.games.tree_records import Condition, LeafEnsemble, leaf_paths
 
 
 def _tree_leaves(estimators: list, scale: float) -> tuple[list, list, list]:
@@ -27,7 +28,7 @@ def _tree_leaves(estimators: list, scale: float) -> tuple[list, list, list]:
     for t, estimator in enumerate(estimators):
         tree = estimator.tree_
         missing = getattr(tree, "missing_go_to_left", np.zeros(tree.node_count, dtype=bool))
-        for leaf, path in _leaf_paths(
+        for leaf, path in leaf_paths(
             lambda i, tree=tree: tree.children_left[i] == -1,
             lambda i, tree=tree: (int(tree.children_left[i]), int(tree.children_right[i])),
             lambda i, go_left, tree=tree, missing=missing: Condition(
@@ -48,7 +49,7 @@ def input_leaves(model: Any) -> LeafEnsemble | None:
                 np.issubdtype(np.asarray(seen).dtype, np.number) for seen in
                 preprocessor.named_transformers_["encoder"].categories_):
             return None  # text categories read from pandas dtypes: brute force (not mapped)
-        return _hgb_leaves(model)
+        return hgb_leaves(model)
     if isinstance(model, RandomForestRegressor | ExtraTreesRegressor):
         if model.n_outputs_ != 1:
             return None

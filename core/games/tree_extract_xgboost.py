@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from core.games.tree_extract import Condition, LeafEnsemble, _leaf_paths
+from core.games.tree_records import Condition, LeafEnsemble, leaf_paths
 from core.models.xgboost_model import booster_trees
 
 
@@ -28,7 +28,7 @@ def input_leaves(model: Any) -> LeafEnsemble | None:
         return None
     values, paths, trees = [], [], []
     for t, tree in enumerate(read.trees):
-        for leaf, path in _leaf_paths(
+        for leaf, path in leaf_paths(
             lambda i, tree=tree: tree["left"][i] == -1,
             lambda i, tree=tree: (tree["left"][i], tree["right"][i]),
             lambda i, go_left, tree=tree: _condition(tree, i, go_left),

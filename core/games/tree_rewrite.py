@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from core.games.tree_extract import LEFT, MISSING, N_CODES, RIGHT, Condition, LeafEnsemble
+from core.games.tree_records import LEFT, MISSING, N_CODES, RIGHT, Condition, LeafEnsemble
 from core.models.pipeline_columns import ColumnSources, dense
 from core.models.raw_table import TableDecoder
 

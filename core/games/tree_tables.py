@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit, prange
 
 from core.coalitions import MAX_PLAYERS, bits_from_coalitions
-from core.games.tree_extract import LEFT, MISSING, Condition, LeafEnsemble
+from core.games.tree_records import LEFT, MISSING, Condition, LeafEnsemble
 from core.parallel import parallel_section
 from core.typing import FloatArray
 

@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.games import tree_extract_lightgbm, tree_extract_sklearn, tree_extract_xgboost
-from core.games.tree_extract import LeafEnsemble
+import core.games.tree_extract_lightgbm as tree_extract_lightgbm
+import core.games.tree_extract_sklearn as tree_extract_sklearn
+import core.games.tree_extract_xgboost as tree_extract_xgboost
+from core.games.tree_records import LeafEnsemble
 from core.games.tree_rewrite import PreprocessedInputs, rewrite
 from core.models import model_kind
 from core.models.lightgbm_model import booster as lightgbm_booster

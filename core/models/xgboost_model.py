@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from core.models.base import ModelKind
+from core.optional import require
 from core.typing import FloatArray
 
 IDENTITY_LINKS = {"reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror",
@@ -78,8 +79,7 @@ def _read(model: Any, raw: Any) -> BoosterTrees | None:
 
 def leaf_sum(model: Any, frame: pd.DataFrame, trees: BoosterTrees) -> FloatArray:
     """base + Σ leaf values in float64, over the leaves the booster itself routes rows to."""
-    import xgboost
-
+    xgboost = require("xgboost", "an XGBoost model")
     data = xgboost.DMatrix(frame if feature_names(model) is not None
                            else frame.to_numpy(dtype=float))
     leaves = booster(model).predict(data, pred_leaf=True, iteration_range=(0, trees.n_trees))
