@@ -11,6 +11,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+from corpus.parquet_bombs import (
+    TEXT_TYPES,
+    peak_rss_of_upload,
+    prefix_compressed_text,
+    repeated_text,
+    stored_bytes,
+)
 from dashboard_helpers import csv_bytes, errors, new_app, run_linear, small_table
 from streamlit import config
 from streamlit.testing.v1 import AppTest
@@ -70,6 +78,43 @@ def test_every_hostile_upload_is_refused_and_the_run_stays() -> None:
     at.switch_page("views/data.py").run()
     at.radio(key="data_source").set_value("sample").run()
     assert at.selectbox(key="target_column").value == "progression"
+
+
+DECODE_BOMBS = {
+    **{f"repeated {name}": (lambda path, kind=kind: repeated_text(path, kind))
+       for name, kind in TEXT_TYPES.items()},
+    "prefix-compressed string": prefix_compressed_text,
+}
+"""The command line's corpus (tests/test_hostile_input.py): a few kilobytes, 3 GB decoded."""
+
+ALLOWANCE_MIB = 64
+
+
+def test_parquet_decode_bombs_are_refused_in_an_error_box_and_the_run_stays(tmp_path) -> None:
+    at = run_linear(new_app())
+    before = at.session_state["last_run"]
+    for kind, make in DECODE_BOMBS.items():
+        path = tmp_path / f"{kind.replace(' ', '-')}.parquet"
+        make(path)
+        upload(at, path.name, path.read_bytes())
+        messages = [m.replace("\\", "") for m in errors(at)]
+        assert any("once decompressed; that is the limit" in m for m in messages), (kind,
+                                                                                     messages)
+        assert at.session_state["last_run"] is before, kind
+
+
+@pytest.mark.parametrize("kind", DECODE_BOMBS)
+def test_the_upload_reader_refuses_a_decode_bomb_in_bounded_memory(tmp_path, kind) -> None:
+    """The dashboard's reader in a fresh process: the refusal's peak memory (ru_maxrss) stays
+    within twice the footer's declared size plus ALLOWANCE_MIB of reading a small file."""
+    path = tmp_path / "bomb.parquet"
+    DECODE_BOMBS[kind](path)
+    warm = tmp_path / "warm.parquet"
+    pq.write_table(pa.table({"note": ["a", "b"] * 50, "y": np.arange(100.0)}), warm)
+    measured = peak_rss_of_upload(path, warm_up=warm)
+    assert measured.get("refused") == "too_large", measured
+    grown = measured["after"] - measured["before"]
+    assert grown <= 2 * stored_bytes(path) / 2**20 + ALLOWANCE_MIB, (kind, measured)
 
 
 def test_the_upload_cap_is_checked_again_on_the_server() -> None:
