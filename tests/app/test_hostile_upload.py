@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import re
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,7 @@ from dashboard_helpers import csv_bytes, errors, new_app, run_linear, small_tabl
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
-from app import sources
+from app import export, sources
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -186,3 +187,53 @@ def test_preview_of_mixed_columns_is_text() -> None:
     frame = pd.DataFrame({"mixed": [1, "a", None, 2.5]})
     shown = sources.preview(frame)["mixed"]
     assert shown[[0, 1, 3]].tolist() == ["1", "a", "2.5"] and pd.isna(shown[2])
+
+
+# ------------------------------------------------- formula injection in the exported CSV
+
+LINE_ENDS = ["\r", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
+             "\u2029"]
+BLANKS = ["", " ", "\t", "\u00a0", "\u2003", "\u3000", "\u200b", "\ufeff", '"']
+FORMULAS = ["=1+1", "+1", "-2", "@SUM(1)", "＝1", "−1"]
+BLANK_OR_QUOTE = "".join(BLANKS) + " \t\u00a0\u2000\u2001\u2002\u2003\u2009\u202f\u205f"
+
+
+def _pieces(text: str, line_end: str | None) -> list[str]:
+    """Lines of `text` split at one line-end convention (None: every one Python knows), and
+    the cells a reader that ignores quotes makes of them."""
+    lines = text.splitlines() if line_end is None else text.split(line_end)
+    return [piece for line in lines for piece in re.split("[,;\t]", line)]
+
+
+def _starts_a_formula(piece: str) -> bool:
+    stripped = piece.lstrip(BLANK_OR_QUOTE).lstrip()
+    if not stripped.startswith(("=", "+", "-", "@", "＝", "＋", "－", "＠", "−")):
+        return False
+    try:
+        float(stripped.rstrip('"'))
+    except ValueError:
+        return True
+    return False  # a number in a numeric column, which spreadsheets read as a number
+
+
+def test_no_line_or_cell_of_the_exported_csv_starts_a_formula_under_any_line_end() -> None:
+    """Names, ids and notes from an upload with formulas after every line end, blank and
+    separator: split at every line-end convention, and at separators as a reader that ignores
+    quotes would, no piece starts with = + - @ (after any spaces), and a reader that honours
+    quotes gets every value back with the apostrophes only."""
+    cells = [f"x{i}{end}{blank}{formula}" for i, (end, blank, formula) in enumerate(
+        (e, b, f) for e in LINE_ENDS for b in BLANKS for f in FORMULAS)]
+    cells += [f"{blank}{formula}" for blank in BLANKS for formula in FORMULAS]
+    cells += [f"ok, {formula}" for formula in FORMULAS] + ["x1\r@SUM(1)", "\u00a0=cmd|' /C"]
+    frame = pd.DataFrame({
+        "patient_id": cells, "note": cells[::-1],
+        "width": np.linspace(-3, 3, len(cells)), "=header\r@x": ["fine"] * len(cells)})
+    text = export.safe_csv(frame).decode("utf-8-sig")
+    for line_end in [*LINE_ENDS, None]:
+        bad = [p for p in _pieces(text, line_end) if _starts_a_formula(p)]
+        assert bad == [], (repr(line_end), bad[:5])
+    back = pd.read_csv(io.StringIO(text), dtype={"patient_id": str, "note": str},
+                       keep_default_na=False, lineterminator="\n")
+    np.testing.assert_allclose(back["width"], frame["width"], rtol=0, atol=1e-12)
+    assert [v.replace("'", "") for v in back["patient_id"]] == [
+        v.replace("'", "") for v in cells]
