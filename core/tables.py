@@ -173,9 +173,10 @@ def _check_names(names: list[str], name: str) -> None:
     seen: dict[str, int] = {}
     for position, column in enumerate(names, start=1):
         if column in seen:
+            # Positions only: in a file without a header line, the "names" are a patient's cells.
             raise CpdecompError(
-                f"{name}: columns {seen[column]} and {position} are both named {column!r}; "
-                "column names must be unique", reason="duplicate_header")
+                f"{name}: columns {seen[column]} and {position} have the same name in the "
+                "header; column names must be unique", reason="duplicate_header")
         seen[column] = position
 
 
@@ -210,6 +211,7 @@ def _read_csv(path: Path, name: str, text_columns: Sequence[str],
     _scan_text(path, name, separator, limits)
     names = _csv_header(path, name, separator)
     _check_size(name, 0, len(names), limits)
+    _refuse_data_as_header(names, name, decimal)
     # Blank names are judged after reading: an unnamed, empty column is dropped.
     _check_names([n if n.strip() else f"\0{i}" for i, n in enumerate(names)], name)
     max_rows = min(limits.max_rows, limits.max_cells // max(len(names), 1))
@@ -234,6 +236,27 @@ def _read_csv(path: Path, name: str, text_columns: Sequence[str],
     table = table.drop(columns=blank)  # separators at the ends of lines: empty, unnamed
     _check_field_lengths(table, name, limits)
     return table
+
+
+NUMBER = re.compile(r"[+-]?(\d+([.,]\d*)?|[.,]\d+)([eE][+-]?\d+)?")
+INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _refuse_data_as_header(names: list[str], name: str, decimal: str) -> None:
+    """Refuse a first line that is a row of data (a file saved without its header): its
+    "column names" would be a patient's values, quoted by every later message.
+
+    A measurement (a number with a fraction or an exponent) is never a column name; nor is
+    every name a number (pandas' default names 0, 1, 2 are no names either).
+    """
+    numbers = [i for i, n in enumerate(names, start=1) if NUMBER.fullmatch(n.strip())]
+    measured = [i for i in numbers if not INTEGER.fullmatch(names[i - 1].strip())
+                and (decimal == "," or "," not in names[i - 1])]
+    if measured or (numbers and len(numbers) == len(names)):
+        where = measured[0] if measured else numbers[0]
+        raise CpdecompError(
+            f"{name}: line 1 looks like a row of data, not column names (column {where} is a "
+            "number); add a header line that names the columns", reason="no_header")
 
 
 def _refuse_binary(head: bytes, name: str) -> None:

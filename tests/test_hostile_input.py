@@ -120,7 +120,43 @@ def test_duplicate_header_names_are_refused_with_their_positions(capsys, tmp_pat
     path = tmp_path / "dup.csv"
     path.write_text("pid,x1,x2,x1,y\nP1,1,2,3,4\n", encoding="utf-8")
     message = refused(capsys, tmp_path, path)
-    assert "columns 2 and 4 are both named 'x1'" in message
+    assert "columns 2 and 4 have the same name" in message and "x1" not in message
+
+
+@pytest.mark.parametrize(("first_line", "column"), [
+    (f"P001,{SECRET},72.5,1.3", 3),       # a patient's row: a measurement is no name
+    (f"P001;{SECRET};72,5;1", 3),          # Excel's ';' CSV with decimal commas
+    ("4,7,1,2", 1),                        # every "name" a number
+])
+def test_a_file_without_a_header_line_is_refused_without_quoting_its_first_row(
+        capsys, tmp_path, first_line, column) -> None:
+    """Without a header, the first patient's cells would become the column names that later
+    messages quote (on the command line and in the dashboard, which reads the same way)."""
+    separator = ";" if ";" in first_line else ","
+    rows = [first_line] + [separator.join(["P2", "x", "3", "4"])] * 5
+    path = tmp_path / "headerless.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    message = refused(capsys, tmp_path, path)
+    assert f"line 1 looks like a row of data, not column names (column {column} is a number)" \
+        in message
+    assert "P001" not in message and "72" not in message
+
+
+def test_a_missing_column_is_named_by_count_not_by_listing_the_header(capsys,
+                                                                      tmp_path) -> None:
+    """A header of integers and text passes as names; the refusal still does not list them:
+    they may be a patient's cells, or the first line of a system file behind a link."""
+    secret_file = tmp_path / "system-file"
+    secret_file.write_text(f"{SECRET}:x:0:0:root:/root:/bin/bash\nline two\n",
+                           encoding="utf-8")
+    link = tmp_path / "data.csv"
+    link.symlink_to(secret_file)
+    message = refused(capsys, tmp_path, link)
+    assert "target column 'y' is not in the data; none of its 1 column has that name" in message
+    assert "root" not in message
+    path = tmp_path / "ints.csv"
+    path.write_text(f"P001,{SECRET},72,1\nP2,x,3,4\n", encoding="utf-8")
+    assert "none of its 4 columns has that name" in refused(capsys, tmp_path, path)
 
 
 @pytest.mark.parametrize("header", ["pid,,x2,y", "pid,  ,x2,y"])
@@ -231,7 +267,8 @@ def test_very_many_tiny_rows_stop_at_the_row_cap(capsys, tmp_path) -> None:
 def test_the_cell_cap_bounds_wide_and_long_tables(tmp_path) -> None:
     limits = TableLimits(max_cells=1000)
     path = tmp_path / "cells.csv"
-    pd.DataFrame(np.ones((101, 10))).to_csv(path, index=False)
+    pd.DataFrame(np.ones((101, 10)), columns=[f"c{i}" for i in range(10)]).to_csv(
+        path, index=False)
     with pytest.raises(CpdecompError, match="with 10 columns, at most 100 rows") as error:
         load_table(path, limits=limits)
     assert error.value.reason == "too_many_cells"
@@ -458,7 +495,7 @@ def test_too_few_calibration_rows_for_alpha(capsys, tmp_path) -> None:
 
 
 @pytest.mark.parametrize(("arrays", "names", "expected"), [
-    ([[1, 2], [3, 4]], ["a", "a"], "both named 'a'"),
+    ([[1, 2], [3, 4]], ["a", "a"], "columns 1 and 2 have the same name"),
     ([[1, 2], [3, 4]], ["a", ""], "column 2 has no name"),
     ([[[1], [2]], [3, 4]], ["a", "y"], "column 'a' holds list"),
     ([[{"u": 1}, {"u": 2}], [3, 4]], ["a", "y"], "column 'a' holds struct"),

@@ -44,7 +44,9 @@ HOSTILE = [
     ("noise.csv", b"a,b\n" + bytes(range(128, 256)) * 8, "not UTF-8 text: line 2"),
     ("latin1.csv", "x1,y\n1,Größe\n".encode("latin-1"), "not UTF-8 text: line 2"),
     ("pickle.csv", pickle.dumps({"a": 1}, protocol=4), "Python pickle"),
-    ("dup.csv", b"x1,x2,x1,outcome\n1,2,3,4\n", "columns 1 and 3 are both named 'x1'"),
+    ("dup.csv", b"x1,x2,x1,outcome\n1,2,3,4\n", "columns 1 and 3 have the same name"),
+    ("headerless.csv", b"P001,Q7-SECRET,72.5,1.3\nP002,B,60.1,2.2\n",
+     "line 1 looks like a row of data, not column names (column 3 is a number)"),
     ("blank.csv", b"x1,,outcome\n1,2,3\n", "column 2 has no name"),
     ("ragged.csv", b"x1,outcome\n1,2,3\n", "more fields than the header"),
     ("wide.csv", wide_csv(5000), "5,000 columns; the limit is 1,000"),
@@ -71,6 +73,7 @@ def test_every_hostile_upload_is_refused_and_the_run_stays() -> None:
         upload(at, name, content)
         messages = [m.replace("\\", "") for m in errors(at)]  # Markdown escapes
         assert any(expected in m and name in m for m in messages), (name, messages)
+        assert not any("SECRET" in m or "P001" in m for m in messages), (name, messages)
         assert at.session_state["dataset"].name == "sample: diabetes", name
         assert at.session_state["last_run"] is before, name
     # Still usable: the results page draws, and the sample's columns are still offered.
