@@ -47,13 +47,16 @@ def _cell_name(column: pd.Series, positions: np.ndarray) -> str:
 
 
 def did_you_mean(name: str, choices: Sequence[str]) -> str:
-    """A ' (did you mean ...?)' hint, or a list of the columns."""
+    """A ' (did you mean ...?)' hint for a name close to the one asked for, else the count.
+
+    The columns are not listed: when a file has no header line, its "names" are a patient's
+    values, and a system file's first line would be printed.
+    """
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     if close:
         return f" (did you mean {close[0]!r}?)"
-    listing = ", ".join(repr(c) for c in list(choices)[:12])
-    more = " ..." if len(choices) > 12 else ""
-    return f"; columns are {listing}{more}"
+    count = len(choices)
+    return f"; none of its {count:,} column{'s' if count != 1 else ''} has that name"
 
 
 def require_column(table: pd.DataFrame, name: str, role: str) -> None:
