@@ -28,6 +28,10 @@ MAX_CATEGORIES = 250
 MIN_ROWS_FOR_IDENTIFIER = 20
 """A text column unique on at least this many rows is an identifier, not a category."""
 
+MAX_TARGET_MAGNITUDE = 1e30
+"""The largest target value: gradient boosting computes in 32-bit floats (largest 3.4e38),
+and near 1e60 its sums overflow to inf and NaN; 1e30 leaves room and covers any real unit."""
+
 SHARE_NUMERIC_FOR_NUMBERS = 0.9
 """A text column with at least this share of numbers is numeric with typos, not categories."""
 
@@ -142,6 +146,12 @@ def target_values(table: pd.DataFrame, target: str) -> FloatArray:
     values = column.to_numpy(dtype=float, na_value=np.nan)
     if np.isinf(values).any():
         raise CpdecompError(f"target {target!r} has infinite values")
+    if np.nanmax(np.abs(values), initial=0.0) > MAX_TARGET_MAGNITUDE:
+        # Sums of residuals would overflow to inf and NaN inside the models (numpy warnings,
+        # then a crash), instead of one line that says what to do.
+        raise CpdecompError(
+            f"target {target!r} has values beyond ±{MAX_TARGET_MAGNITUDE:.0e}, too large to "
+            f"compute with; rescale it (other units)", reason="target")
     return values
 
 
