@@ -457,6 +457,26 @@ def test_stray_text_in_a_numeric_feature_names_rows_not_values(capsys, tmp_path)
     assert "feature 'x2' is numeric, but it has text in data row 71" in message
 
 
+@pytest.mark.parametrize("scale", [1e308, 1e60])
+def test_a_target_too_large_to_compute_with_is_refused_in_one_line(capsys, tmp_path,
+                                                                    scale) -> None:
+    """Near 1e308 the command line printed 19 lines of numpy warnings, then crashed (exit 1);
+    near 1e60 gradient boosting's 32-bit sums overflowed. Now: status 2, one line, no value."""
+    table = cohort()
+    table["y"] = np.tanh(table["x1"]) * 0.9 * scale
+    path = tmp_path / "huge_target.csv"
+    table.to_csv(path, index=False)
+    message = refused(capsys, tmp_path, path, "--model", "gbm")
+    assert "target 'y' has values beyond ±1e+30, too large to compute with" in message
+
+
+def test_a_target_in_large_units_still_works(capsys, tmp_path) -> None:
+    table = cohort().assign(y=lambda t: t["y"] * 1e28)
+    path = tmp_path / "large_units.csv"
+    table.to_csv(path, index=False)
+    run_ok(capsys, *explain(path, tmp_path))
+
+
 def test_a_target_with_one_value_is_refused(capsys, tmp_path) -> None:
     table = cohort().assign(y=4.0)
     path = tmp_path / "flat.csv"
