@@ -84,12 +84,14 @@ SCAN_CHUNK_BYTES = 8 * 2**20
 
 def load_table(source: str | Path | pd.DataFrame,
                text_columns: Sequence[str] = (), *,
-               limits: TableLimits | None = None, label: str | None = None) -> pd.DataFrame:
+               limits: TableLimits | None = None, label: str | None = None,
+               kind: str | None = None) -> pd.DataFrame:
     """Read a CSV or Parquet file (by extension; CSV otherwise), refusing what is not a table.
 
     `text_columns` are read verbatim (an id like 00042 keeps its zeros). Text must be UTF-8
     (a byte-order mark is allowed). `limits` caps what reading may cost; `label` names the file
-    in messages (default: its name). Refusals never quote the file's contents.
+    in messages (default: its name); `kind` ("csv" or "parquet") overrides the extension, for a
+    path that has none. Refusals never quote the file's contents.
     """
     limits = limits or LIMITS
     if isinstance(source, pd.DataFrame):
@@ -99,7 +101,10 @@ def load_table(source: str | Path | pd.DataFrame,
     else:
         path = Path(source)
         name = label or path.name
-        kind = "parquet" if path.suffix.lower() in {".parquet", ".pq"} else "csv"
+        if kind is None:
+            kind = "parquet" if path.suffix.lower() in {".parquet", ".pq"} else "csv"
+        elif kind not in READERS:
+            raise ValueError(f"kind must be one of {sorted(READERS)}, not {kind!r}")
         started = time.perf_counter()
         size = 0
         try:
@@ -190,7 +195,9 @@ def _safe_reason(exc: BaseException, path: Path) -> str:
         "pyarrow"
     ):
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        text = text.replace(str(path), "the file").replace(path.name, "the file")
+        text = text.replace(str(path), "the file")
+        if not path.name.isdigit():  # /proc/self/fd/7: "line 7" must stay
+            text = text.replace(path.name, "the file")
         text = text.removeprefix("Error tokenizing data. C error: ")
         if text:
             return text[:200]

@@ -240,3 +240,38 @@ def test_no_line_or_cell_of_the_exported_csv_starts_a_formula_under_any_line_end
     np.testing.assert_allclose(back["width"], frame["width"], rtol=0, atol=1e-12)
     assert [v.replace("'", "") for v in back["patient_id"]] == [
         v.replace("'", "") for v in cells]
+
+
+def test_an_upload_killed_while_it_is_parsed_leaves_no_file_behind(tmp_path) -> None:
+    """The server killed (SIGKILL) in the middle of parsing a 60 MB upload: nothing named
+    cpdecomp-upload-* stays in the temporary folder (the staged bytes had no name)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from corpus.parquet_bombs import ROOT
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    script = (
+        "import sys\n"
+        "from app.sources import single_upload\n"
+        "rows = ''.join(f'{i},{i % 7}.5,{i % 3},ward{i % 5}\\n' for i in range(2_500_000))\n"
+        "content = ('pid,x1,x2,ward\\n' + rows).encode()\n"
+        "print('parsing', flush=True)\n"
+        "single_upload('big.csv', content)\n"
+        "print('done', flush=True)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "TMPDIR": str(temporary),
+                                  "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "parsing"
+        time.sleep(1.0)  # inside load_table: the scan and pandas take several seconds
+        seen = sorted(p.name for p in temporary.iterdir())
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL, "the parse ended before the kill"
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert seen == [] and sorted(temporary.iterdir()) == []
