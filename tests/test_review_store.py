@@ -418,3 +418,74 @@ def test_a_pooled_connection_the_server_dropped_is_replaced(postgres_location: s
             f"WHERE pid IN ({pids})")
     store.record("k", "P1", "reopened", note="after")
     assert [e.note for e in store.history("k")] == ["before", "after"]
+
+
+# The SQLite file: private, and readable when it cannot be written.
+
+def test_the_sqlite_database_is_created_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """Notes and patient ids are in it: mode 0600 (it was 0644 under the usual umask), in a
+    new folder of mode 0700, whatever the umask."""
+    import os
+    import stat
+
+    path = tmp_path / "new-folder" / "reviews.sqlite3"
+    previous = os.umask(0o022)
+    try:
+        ReviewStore(path).record("k", "P1", "reviewed", note="private")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert ReviewStore(path).latest("k")["P1"].note == "private"
+
+
+READ_AS_ANOTHER_USER = """
+import sys
+from app.reviews import ReviewStore
+from core.errors import CpdecompError
+store = ReviewStore(sys.argv[1])
+print([e.note for e in store.history("k")])
+try:
+    store.record("k", "P1", "reopened")
+except CpdecompError as error:
+    print(error)
+"""
+
+
+def test_a_read_only_database_still_shows_its_reviews(tmp_path: Path) -> None:
+    """A database the dashboard may not write (a read-only volume, another owner's file) opens
+    and shows its reviews; only recording fails, saying why. (It failed to open at all.)
+
+    As root, which writes any file, the folder is mounted read-only in a mount namespace of
+    its own (a read-only volume); otherwise file and folder lose their write permission."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    folder = tmp_path / "volume"
+    folder.mkdir()
+    path = folder / "reviews.sqlite3"
+    ReviewStore(path).record("k", "P1", "reviewed", note="kept")
+    command = [sys.executable, "-c", READ_AS_ANOTHER_USER, str(path)]
+    if os.geteuid() == 0:
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            unavailable("unshare (util-linux) is missing: no read-only mount to test with")
+        command = [unshare, "--mount", "sh", "-c",
+                   'mount --bind -o ro "$1" "$1" && shift && exec "$@"', "sh", str(folder),
+                   *command]
+    else:
+        path.chmod(0o444)
+        folder.chmod(0o555)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=root,
+                              env={**os.environ, "PYTHONPATH": str(root)}, check=False)
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o600)
+    assert done.returncode == 0, done.stderr
+    shown, refusal = done.stdout.strip().splitlines()
+    assert shown == "['kept']"
+    assert "the review was not saved" in refusal and "read-only" in refusal
