@@ -398,7 +398,11 @@ def _read_parquet(path: Path, name: str, text_columns: Sequence[str],
     del columns
     # Dates become datetime64 columns, which core.data names as dates (not objects it cannot
     # tell from text); self_destruct hands each Arrow column to pandas and frees it.
-    table = arrow.to_pandas(date_as_object=False, split_blocks=True, self_destruct=True)
+    try:
+        table = arrow.to_pandas(date_as_object=False, split_blocks=True, self_destruct=True)
+    except pa.ArrowException as exc:
+        raise CpdecompError(f"{name} has values that cannot be read ({type(exc).__name__}); "
+                            "save dates and times as text", reason="unreadable") from None
     del arrow
     if not table.index.equals(pd.RangeIndex(len(table))):
         # A table saved with its index: an index with a name is a column (a patient id); rows
