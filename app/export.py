@@ -2,14 +2,18 @@
 
 The CSV is opened in spreadsheets, which run a cell that starts with '=', '+', '-', '@', a tab
 or a carriage return as a formula (CSV injection); feature names, patient ids and notes come
-from users, so every text cell and header is neutralised with a leading apostrophe. Numbers stay
-numbers. The HTML page inlines plotly's JavaScript and escapes every text, so it opens offline
-and shows uploaded text as text.
+from users, so every text cell and header is neutralised with a leading apostrophe, and so is
+every line and separator inside a cell: a reader that ends lines at a carriage return, a
+vertical tab or a Unicode line separator (or ignores the quotes) starts a row or a cell
+there. Text cells are quoted; numbers stay numbers. The HTML page inlines plotly's JavaScript
+and escapes every text, so it opens offline and shows uploaded text as text.
 """
 
 from __future__ import annotations
 
+import csv
 import html
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -19,11 +23,29 @@ import plotly.graph_objects as go
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "−", "＝", "＋", "－", "＠")
 """Starts that make a spreadsheet read a cell as a formula (and their full-width lookalikes)."""
 
+LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+"""Every character some reader ends a line at (those of str.splitlines)."""
+
+_FORMULA_CHARACTERS = re.escape("".join(c for c in FORMULA_STARTS if c not in "\t\r\n"))
+SEPARATORS = ",;\t"
+"""Where a reader that ignores quotes starts a new cell inside a quoted one."""
+
+_CELL_START_BEFORE_FORMULA = re.compile(
+    # The start of the text, of a line or of a cell as a quote-ignoring reader splits it, then
+    # blanks (any Unicode space but a line end, zero-width ones, quotes such a reader keeps),
+    # then a formula character.
+    rf"(^|[{LINE_ENDS}{SEPARATORS}])"
+    rf"(?=(?:[^\S{LINE_ENDS}]|[\u200b\u2060\ufeff\"])*[{_FORMULA_CHARACTERS}])")
+
 
 def neutralise(value: object) -> object:
-    """Text that a spreadsheet would run as a formula, prefixed with an apostrophe."""
-    if isinstance(value, str) and value.lstrip(" ").startswith(FORMULA_STARTS):
-        return "'" + value
+    """Text that a spreadsheet would run as a formula, from the cell's start or from any line
+    or separator inside it, with an apostrophe there."""
+    if not isinstance(value, str):
+        return value
+    value = _CELL_START_BEFORE_FORMULA.sub(r"\1'", value)
+    if value.startswith(("\t", *LINE_ENDS)):
+        value = "'" + value
     return value
 
 
@@ -35,7 +57,9 @@ def safe_csv(frame: pd.DataFrame) -> bytes:
         if not (pd.api.types.is_numeric_dtype(safe[column])
                 or pd.api.types.is_bool_dtype(safe[column])):
             safe[column] = safe[column].map(neutralise).astype(object)
-    return safe.to_csv(index=False).encode("utf-8-sig")
+    # Every text cell quoted: Python's csv module would leave a carriage return (and the
+    # Unicode line ends) unquoted, ending the row there for a spreadsheet.
+    return safe.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC).encode("utf-8-sig")
 
 
 STYLE = """

@@ -132,9 +132,10 @@ def dataset_key(digest: str, target: str) -> str:
 def read_upload(name: str, content: bytes, limits: TableLimits = LIMITS) -> pd.DataFrame:
     """Parse uploaded bytes with core's reader, so uploads get the CLI's checks and messages.
 
-    The bytes go to a private temporary folder under a fixed name with the upload's extension
-    (core picks the format by it); the uploaded name only labels messages in the page, so it
-    cannot reach a path, a parser's error text or a log.
+    The bytes go to a temporary file that has no name in any folder (unlinked as it is made),
+    read through /proc/self/fd: a parse the server is killed in the middle of leaves nothing
+    behind in /tmp. The uploaded name only labels messages in the page, so it cannot reach a
+    path, a parser's error text or a log. (Without /proc, a private folder is used instead.)
     """
     label = Path(name.replace("\0", "").replace("\\", "/")).name.strip() or "the upload"
     if len(content) > limits.max_bytes:
@@ -142,11 +143,18 @@ def read_upload(name: str, content: bytes, limits: TableLimits = LIMITS) -> pd.D
             f"{label} is {len(content) / 2**20:,.1f} MiB; the upload limit is "
             f"{limits.max_bytes / 2**20:,.1f} MiB", reason="too_large")
     suffix = Path(label).suffix.lower()
-    suffix = suffix if suffix.lstrip(".") in UPLOAD_TYPES else ".csv"
-    with tempfile.TemporaryDirectory(prefix="cpdecomp-upload-") as folder:
-        path = Path(folder) / f"upload{suffix}"
-        path.write_bytes(content)
-        return load_table(path, limits=limits, label=label)
+    kind = "parquet" if suffix in {".parquet", ".pq"} else "csv"
+    if not Path("/proc/self/fd").is_dir():
+        with tempfile.TemporaryDirectory(prefix="cpdecomp-upload-") as folder:
+            path = Path(folder) / f"upload.{kind}"
+            path.write_bytes(content)
+            return load_table(path, limits=limits, label=label, kind=kind)
+    # TemporaryFile: O_TMPFILE where the file system has it, else created and unlinked at once.
+    with tempfile.TemporaryFile(prefix="cpdecomp-upload-") as staged:
+        staged.write(content)
+        staged.flush()
+        return load_table(Path(f"/proc/self/fd/{staged.fileno()}"), limits=limits,
+                          label=label, kind=kind)
 
 
 def _logged(read: Callable[[], Dataset], n_bytes: int) -> Dataset:

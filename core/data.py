@@ -28,6 +28,10 @@ MAX_CATEGORIES = 250
 MIN_ROWS_FOR_IDENTIFIER = 20
 """A text column unique on at least this many rows is an identifier, not a category."""
 
+MAX_TARGET_MAGNITUDE = 1e30
+"""The largest target value: gradient boosting computes in 32-bit floats (largest 3.4e38),
+and near 1e60 its sums overflow to inf and NaN; 1e30 leaves room and covers any real unit."""
+
 SHARE_NUMERIC_FOR_NUMBERS = 0.9
 """A text column with at least this share of numbers is numeric with typos, not categories."""
 
@@ -47,13 +51,16 @@ def _cell_name(column: pd.Series, positions: np.ndarray) -> str:
 
 
 def did_you_mean(name: str, choices: Sequence[str]) -> str:
-    """A ' (did you mean ...?)' hint, or a list of the columns."""
+    """A ' (did you mean ...?)' hint for a name close to the one asked for, else the count.
+
+    The columns are not listed: when a file has no header line, its "names" are a patient's
+    values, and a system file's first line would be printed.
+    """
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     if close:
         return f" (did you mean {close[0]!r}?)"
-    listing = ", ".join(repr(c) for c in list(choices)[:12])
-    more = " ..." if len(choices) > 12 else ""
-    return f"; columns are {listing}{more}"
+    count = len(choices)
+    return f"; none of its {count:,} column{'s' if count != 1 else ''} has that name"
 
 
 def require_column(table: pd.DataFrame, name: str, role: str) -> None:
@@ -139,6 +146,12 @@ def target_values(table: pd.DataFrame, target: str) -> FloatArray:
     values = column.to_numpy(dtype=float, na_value=np.nan)
     if np.isinf(values).any():
         raise CpdecompError(f"target {target!r} has infinite values")
+    if np.nanmax(np.abs(values), initial=0.0) > MAX_TARGET_MAGNITUDE:
+        # Sums of residuals would overflow to inf and NaN inside the models (numpy warnings,
+        # then a crash), instead of one line that says what to do.
+        raise CpdecompError(
+            f"target {target!r} has values beyond ±{MAX_TARGET_MAGNITUDE:.0e}, too large to "
+            f"compute with; rescale it (other units)", reason="target")
     return values
 
 

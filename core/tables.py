@@ -40,8 +40,9 @@ MAX_CELLS = 20_000_000
 MAX_FIELD_BYTES = 131_072
 """The longest cell (Python's csv default): a longer one is a pasted document, not a feature."""
 
-MAX_DECODED_BYTES = 2**30
-"""A Parquet file's data once decompressed (its footer says): a compression bomb stops here."""
+MAX_DECODED_BYTES = 256 * 2**20
+"""A Parquet file's data once decoded, measured before decoding: a decompression bomb stops
+here. The same as MAX_FILE_BYTES: a Parquet file may hold no more than the CSV cap allows."""
 
 MISSING_TOKENS = ["", "?", "NA", "N/A", "n/a", "na", "NaN", "nan", "null", "NULL", "None", "-"]
 
@@ -83,12 +84,14 @@ SCAN_CHUNK_BYTES = 8 * 2**20
 
 def load_table(source: str | Path | pd.DataFrame,
                text_columns: Sequence[str] = (), *,
-               limits: TableLimits | None = None, label: str | None = None) -> pd.DataFrame:
+               limits: TableLimits | None = None, label: str | None = None,
+               kind: str | None = None) -> pd.DataFrame:
     """Read a CSV or Parquet file (by extension; CSV otherwise), refusing what is not a table.
 
     `text_columns` are read verbatim (an id like 00042 keeps its zeros). Text must be UTF-8
     (a byte-order mark is allowed). `limits` caps what reading may cost; `label` names the file
-    in messages (default: its name). Refusals never quote the file's contents.
+    in messages (default: its name); `kind` ("csv" or "parquet") overrides the extension, for a
+    path that has none. Refusals never quote the file's contents.
     """
     limits = limits or LIMITS
     if isinstance(source, pd.DataFrame):
@@ -98,7 +101,10 @@ def load_table(source: str | Path | pd.DataFrame,
     else:
         path = Path(source)
         name = label or path.name
-        kind = "parquet" if path.suffix.lower() in {".parquet", ".pq"} else "csv"
+        if kind is None:
+            kind = "parquet" if path.suffix.lower() in {".parquet", ".pq"} else "csv"
+        elif kind not in READERS:
+            raise ValueError(f"kind must be one of {sorted(READERS)}, not {kind!r}")
         started = time.perf_counter()
         size = 0
         try:
@@ -172,9 +178,10 @@ def _check_names(names: list[str], name: str) -> None:
     seen: dict[str, int] = {}
     for position, column in enumerate(names, start=1):
         if column in seen:
+            # Positions only: in a file without a header line, the "names" are a patient's cells.
             raise CpdecompError(
-                f"{name}: columns {seen[column]} and {position} are both named {column!r}; "
-                "column names must be unique", reason="duplicate_header")
+                f"{name}: columns {seen[column]} and {position} have the same name in the "
+                "header; column names must be unique", reason="duplicate_header")
         seen[column] = position
 
 
@@ -188,7 +195,9 @@ def _safe_reason(exc: BaseException, path: Path) -> str:
         "pyarrow"
     ):
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        text = text.replace(str(path), "the file").replace(path.name, "the file")
+        text = text.replace(str(path), "the file")
+        if not path.name.isdigit():  # /proc/self/fd/7: "line 7" must stay
+            text = text.replace(path.name, "the file")
         text = text.removeprefix("Error tokenizing data. C error: ")
         if text:
             return text[:200]
@@ -209,6 +218,7 @@ def _read_csv(path: Path, name: str, text_columns: Sequence[str],
     _scan_text(path, name, separator, limits)
     names = _csv_header(path, name, separator)
     _check_size(name, 0, len(names), limits)
+    _refuse_data_as_header(names, name, decimal)
     # Blank names are judged after reading: an unnamed, empty column is dropped.
     _check_names([n if n.strip() else f"\0{i}" for i, n in enumerate(names)], name)
     max_rows = min(limits.max_rows, limits.max_cells // max(len(names), 1))
@@ -233,6 +243,27 @@ def _read_csv(path: Path, name: str, text_columns: Sequence[str],
     table = table.drop(columns=blank)  # separators at the ends of lines: empty, unnamed
     _check_field_lengths(table, name, limits)
     return table
+
+
+NUMBER = re.compile(r"[+-]?(\d+([.,]\d*)?|[.,]\d+)([eE][+-]?\d+)?")
+INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _refuse_data_as_header(names: list[str], name: str, decimal: str) -> None:
+    """Refuse a first line that is a row of data (a file saved without its header): its
+    "column names" would be a patient's values, quoted by every later message.
+
+    A measurement (a number with a fraction or an exponent) is never a column name; nor is
+    every name a number (pandas' default names 0, 1, 2 are no names either).
+    """
+    numbers = [i for i, n in enumerate(names, start=1) if NUMBER.fullmatch(n.strip())]
+    measured = [i for i in numbers if not INTEGER.fullmatch(names[i - 1].strip())
+                and (decimal == "," or "," not in names[i - 1])]
+    if measured or (numbers and len(numbers) == len(names)):
+        where = measured[0] if measured else numbers[0]
+        raise CpdecompError(
+            f"{name}: line 1 looks like a row of data, not column names (column {where} is a "
+            "number); add a header line that names the columns", reason="no_header")
 
 
 def _refuse_binary(head: bytes, name: str) -> None:
@@ -322,47 +353,57 @@ def _check_field_lengths(table: pd.DataFrame, name: str, limits: TableLimits) ->
 
 def _read_parquet(path: Path, name: str, text_columns: Sequence[str],
                   limits: TableLimits) -> pd.DataFrame:
-    """Check the footer (rows, columns, sizes, types) before reading any column data.
+    """Measure what the file decodes to before decoding any of it, then read it column by column.
 
-    pyarrow reads plain arrays: nothing in a Parquet file is unpickled.
+    The footer gives rows, columns, types and the width of every fixed-width column; text is
+    measured from its dictionary and row indices (or streamed in small batches where the
+    encoding has no dictionary), so a kilobyte that would decode to gigabytes is refused having
+    cost about a kilobyte. pyarrow reads plain arrays: nothing in a Parquet file is unpickled.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with pq.ParquetFile(path) as parquet:
-        metadata = parquet.metadata
-        schema = parquet.schema_arrow
-        _check_size(name, 0, len(schema.names), limits)
-        _check_names([str(n) for n in schema.names], name)
-        _check_size(name, metadata.num_rows, len(schema.names), limits)
-        decoded = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
-        if decoded > limits.max_decoded_bytes:
-            raise CpdecompError(
-                f"{name} holds {_mebibytes(decoded)} of data once decompressed; the limit is "
-                f"{_mebibytes(limits.max_decoded_bytes)}", reason="too_large")
-        for field in schema:
-            if pa.types.is_nested(field.type) or pa.types.is_binary(field.type) or \
-                    pa.types.is_large_binary(field.type):
-                raise CpdecompError(
-                    f"{name}: column {field.name!r} holds {field.type}, not numbers or text; "
-                    "flatten it or leave it out", reason="column_type")
-        # Text columns stay dictionary-encoded while they are measured: a value repeated on
-        # every row is stored once in the file (and counted once by the footer's sizes), but
-        # decodes to a copy per row, so a file of a kilobyte could decode to gigabytes.
-        text = [f.name for f in schema if pa.types.is_string(f.type)
-                or pa.types.is_large_string(f.type)]
     try:
-        arrow = pq.read_table(path, use_pandas_metadata=True, read_dictionary=text)
+        with pq.ParquetFile(path) as parquet:
+            schema = parquet.schema_arrow
+            metadata = parquet.metadata
+            _check_size(name, 0, len(schema.names), limits)
+            _check_names([str(n) for n in schema.names], name)
+            _check_size(name, metadata.num_rows, len(schema.names), limits)
+            for field in schema:
+                _check_column_type(field, name)
+            stored = sum(metadata.row_group(i).total_byte_size
+                         for i in range(metadata.num_row_groups))
+            _check_decoded(stored, name, limits)
+            text = [f.name for f in schema if _is_text(f.type)]
+            decoded = sum(_fixed_width(f.type) * metadata.num_rows
+                          for f in schema if f.name not in text)
+            _check_decoded(decoded, name, limits)
+            # Prefix-compressed text (DELTA_BYTE_ARRAY) cannot be read into a dictionary.
+            streamed = [c for c in text if not _has_dictionary_encodings(metadata, c)]
+        with pq.ParquetFile(path, read_dictionary=[c for c in text if c not in streamed]) \
+                as parquet:
+            for column in text:
+                measure = _stream_text_bytes if column in streamed else _dictionary_text_bytes
+                decoded += measure(parquet, column, name, limits)
+                _check_decoded(decoded, name, limits)
+            # One column at a time, each made plain (text decoded, decimals as floats) before
+            # the next is read, so no more than one column is held in two forms at once.
+            columns = [_plain(parquet.read(columns=[f.name]).column(0)) for f in schema]
     except (pa.ArrowException, OSError) as exc:
         # Type only: a conversion error can quote a value of the file.
         raise CpdecompError(f"{name} is not a readable Parquet file "
                             f"({type(exc).__name__})", reason="unreadable") from None
-    arrow = _decode_measured_text(arrow, name, limits)
+    arrow = pa.Table.from_arrays(columns, names=schema.names, metadata=schema.metadata)
+    del columns
+    # Dates become datetime64 columns, which core.data names as dates (not objects it cannot
+    # tell from text); self_destruct hands each Arrow column to pandas and frees it.
     try:
-        table = arrow.to_pandas()
+        table = arrow.to_pandas(date_as_object=False, split_blocks=True, self_destruct=True)
     except pa.ArrowException as exc:
         raise CpdecompError(f"{name} has values that cannot be read ({type(exc).__name__}); "
                             "save dates and times as text", reason="unreadable") from None
+    del arrow
     if not table.index.equals(pd.RangeIndex(len(table))):
         # A table saved with its index: an index with a name is a column (a patient id); rows
         # are numbered from 0 like a CSV's, for messages and patient ids.
@@ -374,41 +415,122 @@ def _read_parquet(path: Path, name: str, text_columns: Sequence[str],
     return table
 
 
-def _decode_measured_text(arrow, name: str, limits: TableLimits):
-    """Dictionary-encoded text columns decoded, after their decoded size and longest value
-    are measured from the (small) dictionary and the row indices, and found within limits."""
+STREAM_ROWS = 64
+"""Rows per batch when text must be decoded to be measured: at most 64 fields in memory."""
+
+DICTIONARY_ENCODINGS = {"PLAIN", "PLAIN_DICTIONARY", "RLE_DICTIONARY", "RLE", "BIT_PACKED"}
+"""Parquet encodings pyarrow can read straight into a dictionary (values once, then indices)."""
+
+
+def _is_text(kind) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        return _is_text(kind.value_type)
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or \
+        pa.types.is_string_view(kind)
+
+
+def _is_number_or_date(kind) -> bool:
+    import pyarrow as pa
+
+    return (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
+            or pa.types.is_decimal(kind) or pa.types.is_date(kind)
+            or pa.types.is_timestamp(kind) or pa.types.is_null(kind))
+
+
+def _check_column_type(field, name: str) -> None:
+    """Numbers, text and dates are read; anything else (binary, lists, structs, maps, times
+    of day, durations, extension types) is refused from the schema, before any data."""
+    import pyarrow as pa
+
+    kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+    if _is_text(kind) or _is_number_or_date(kind):
+        return
+    what = "binary data" if (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+                             or pa.types.is_binary_view(kind)
+                             or pa.types.is_fixed_size_binary(kind)) else "values"
+    raise CpdecompError(
+        f"{name}: column {field.name!r} holds {field.type} ({what}), not numbers, text or "
+        "dates; convert it or leave it out", reason="column_type")
+
+
+def _fixed_width(kind) -> int:
+    """Bytes a row of a number or date column takes once read (8 for every number: pandas
+    holds integers with gaps, and decimals, as floats)."""
+    import pyarrow as pa
+
+    if pa.types.is_null(kind):
+        return 0
+    if pa.types.is_boolean(kind):
+        return 1
+    if pa.types.is_dictionary(kind):
+        return _fixed_width(kind.value_type)
+    return max(8, kind.bit_width // 8) if not pa.types.is_decimal(kind) else 8
+
+
+def _has_dictionary_encodings(metadata, column: str) -> bool:
+    index = metadata.schema.names.index(column)
+    return all(set(metadata.row_group(i).column(index).encodings) <= DICTIONARY_ENCODINGS
+               for i in range(metadata.num_row_groups))
+
+
+def _check_decoded(decoded: int, name: str, limits: TableLimits) -> None:
+    if decoded > limits.max_decoded_bytes:
+        raise CpdecompError(
+            f"{name} holds more than {_mebibytes(limits.max_decoded_bytes)} of data once "
+            "decompressed; that is the limit", reason="too_large")
+
+
+def _check_longest(longest: int, column: str, name: str, limits: TableLimits) -> None:
+    if longest > limits.max_field_bytes:
+        raise CpdecompError(
+            f"{name}: column {column!r} has a value longer than {limits.max_field_bytes:,} "
+            "characters; a table cell that long is not a feature", reason="field_too_long")
+
+
+def _dictionary_text_bytes(parquet, column: str, name: str, limits: TableLimits) -> int:
+    """Decoded bytes of a text column read as a dictionary: each row's value length, taken
+    from the (small) dictionary by the row's index, one row group at a time; no text copied."""
+    import pyarrow.compute as pc
+
+    total = 0
+    for group in range(parquet.metadata.num_row_groups):
+        chunked = parquet.read_row_group(group, columns=[column]).column(0)
+        for chunk in chunked.chunks:
+            per_row = pc.take(pc.binary_length(chunk.dictionary), chunk.indices)
+            _check_longest(pc.max(per_row).as_py() or 0, column, name, limits)
+            total += (pc.sum(per_row).as_py() or 0) + 8 * len(chunk)
+            _check_decoded(total, name, limits)
+    return total
+
+
+def _stream_text_bytes(parquet, column: str, name: str, limits: TableLimits) -> int:
+    """Decoded bytes of a text column without a dictionary, decoded STREAM_ROWS at a time."""
+    import pyarrow.compute as pc
+
+    total = 0
+    for batch in parquet.iter_batches(batch_size=STREAM_ROWS, columns=[column], use_threads=False):
+        lengths = pc.binary_length(batch.column(0))
+        _check_longest(pc.max(lengths).as_py() or 0, column, name, limits)
+        total += (pc.sum(lengths).as_py() or 0) + 8 * batch.num_rows
+        _check_decoded(total, name, limits)
+    return total
+
+
+def _plain(column):
+    """A column as pandas should get it: text decoded from its dictionary (as measured),
+    decimals as floats (pandas would make a Python object of each)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    decoded = sum(column.nbytes for column in arrow.columns
-                  if not pa.types.is_dictionary(column.type))
-    columns = []
-    for field, column in zip(arrow.schema, arrow.columns, strict=True):
-        if pa.types.is_dictionary(field.type) and not (
-                pa.types.is_string(field.type.value_type)
-                or pa.types.is_large_string(field.type.value_type)):
-            decoded += 8 * len(column)  # categories of numbers: one value a row
-            column = pc.cast(column, field.type.value_type)
-        elif pa.types.is_dictionary(field.type):
-            for chunk in column.chunks:
-                lengths = pc.binary_length(chunk.dictionary)
-                per_row = pc.take(lengths, chunk.indices)  # one integer a row, no text copied
-                decoded += (pc.sum(per_row).as_py() or 0) + 8 * len(chunk)
-                longest = pc.max(per_row).as_py() or 0
-                if longest > limits.max_field_bytes:
-                    raise CpdecompError(
-                        f"{name}: column {field.name!r} has a value longer than "
-                        f"{limits.max_field_bytes:,} characters; a table cell that long is "
-                        "not a feature", reason="field_too_long")
-            column = pc.cast(column, field.type.value_type)  # back to plain text
-        if decoded > limits.max_decoded_bytes:
-            raise CpdecompError(
-                f"{name} holds more than {_mebibytes(limits.max_decoded_bytes)} of data once "
-                "decompressed; that is the limit", reason="too_large")
-        columns.append(column)
-    return pa.Table.from_arrays(columns, schema=pa.schema(
-        [pa.field(f.name, f.type.value_type) if pa.types.is_dictionary(f.type) else f
-         for f in arrow.schema], metadata=arrow.schema.metadata))
+    if pa.types.is_dictionary(column.type):
+        column = pc.cast(column, column.type.value_type)
+    if pa.types.is_string_view(column.type) or pa.types.is_large_string(column.type):
+        column = pc.cast(column, pa.string())
+    if pa.types.is_decimal(column.type):
+        column = pc.cast(column, pa.float64())
+    return column
 
 
 READERS = {"csv": _read_csv, "parquet": _read_parquet}

@@ -84,7 +84,7 @@ def _write_forever(directory: str) -> None:
     big = np.arange(4_000_000, dtype=float)
     i = 0
     while True:
-        cache.put(f"game{i % 3}", big + i)
+        cache.put(f"{i % 3:040x}", big + i)  # keys are content digests (40 hex digits)
         i += 1
 
 
@@ -96,13 +96,13 @@ def test_cache_survives_a_writer_killed_mid_write(tmp_path):
     # A spawned interpreter imports numpy before it writes: on a loaded machine that took
     # over 20 s once, so wait generously for the first file.
     deadline = time.time() + 120
-    while not list(tmp_path.glob("game*.npy")) and time.time() < deadline:
+    while not list(tmp_path.glob("*.npy")) and time.time() < deadline:
         time.sleep(0.05)
     time.sleep(0.3)
     os.kill(writer.pid, signal.SIGKILL)
     writer.join()
     reader = GameCache(tmp_path)
-    files = list(tmp_path.glob("game*.npy"))
+    files = list(tmp_path.glob("*.npy"))
     assert files
     for path in files:
         array = reader.get(path.stem)

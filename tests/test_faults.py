@@ -166,3 +166,22 @@ def test_killed_during_a_computation_the_cache_and_the_review_store_are_intact(
                                       fresh.decomposition.calibration)
         np.testing.assert_array_equal(cached.decomposition.instance,
                                       fresh.decomposition.instance)
+
+
+def test_cache_clear_removes_only_the_caches_own_files(tmp_path) -> None:
+    """`cpdecomp cache clear` in a folder that also holds a user's arrays: only files named by
+    a content digest (and the temporary files of a killed writer) go."""
+    from core.games.cache import GameCache, content_digest
+
+    cache = GameCache(tmp_path)
+    key = content_digest("calibration-game", np.arange(3.0))
+    cache.put(key, np.arange(5.0))
+    stale = tmp_path / f".{key}.abc123.tmp"
+    stale.write_bytes(b"half")
+    theirs = [tmp_path / name for name in ("results.npy", "X_train.npy", f"{key}-copy.npy",
+                                           ".hidden.tmp")]
+    for path in theirs:
+        np.save(path, np.ones(2)) if path.suffix == ".npy" else path.write_bytes(b"x")
+    assert [p.name for p in cache.files()] == [f"{key}.npy"]
+    assert cache.clear() == 1
+    assert sorted(tmp_path.iterdir()) == sorted(theirs)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import sys
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cli_helpers import assert_bad_input, run_ok
+from corpus.parquet_bombs import (
+    BINARY_TYPES,
+    TEXT_TYPES,
+    many_decimals,
+    peak_rss_of_command,
+    prefix_compressed_text,
+    repeated_text,
+    stored_bytes,
+)
 
 from core import tables as core_tables
 from core.errors import CpdecompError
@@ -109,7 +120,43 @@ def test_duplicate_header_names_are_refused_with_their_positions(capsys, tmp_pat
     path = tmp_path / "dup.csv"
     path.write_text("pid,x1,x2,x1,y\nP1,1,2,3,4\n", encoding="utf-8")
     message = refused(capsys, tmp_path, path)
-    assert "columns 2 and 4 are both named 'x1'" in message
+    assert "columns 2 and 4 have the same name" in message and "x1" not in message
+
+
+@pytest.mark.parametrize(("first_line", "column"), [
+    (f"P001,{SECRET},72.5,1.3", 3),       # a patient's row: a measurement is no name
+    (f"P001;{SECRET};72,5;1", 3),          # Excel's ';' CSV with decimal commas
+    ("4,7,1,2", 1),                        # every "name" a number
+])
+def test_a_file_without_a_header_line_is_refused_without_quoting_its_first_row(
+        capsys, tmp_path, first_line, column) -> None:
+    """Without a header, the first patient's cells would become the column names that later
+    messages quote (on the command line and in the dashboard, which reads the same way)."""
+    separator = ";" if ";" in first_line else ","
+    rows = [first_line] + [separator.join(["P2", "x", "3", "4"])] * 5
+    path = tmp_path / "headerless.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    message = refused(capsys, tmp_path, path)
+    assert f"line 1 looks like a row of data, not column names (column {column} is a number)" \
+        in message
+    assert "P001" not in message and "72" not in message
+
+
+def test_a_missing_column_is_named_by_count_not_by_listing_the_header(capsys,
+                                                                      tmp_path) -> None:
+    """A header of integers and text passes as names; the refusal still does not list them:
+    they may be a patient's cells, or the first line of a system file behind a link."""
+    secret_file = tmp_path / "system-file"
+    secret_file.write_text(f"{SECRET}:x:0:0:root:/root:/bin/bash\nline two\n",
+                           encoding="utf-8")
+    link = tmp_path / "data.csv"
+    link.symlink_to(secret_file)
+    message = refused(capsys, tmp_path, link)
+    assert "target column 'y' is not in the data; none of its 1 column has that name" in message
+    assert "root" not in message
+    path = tmp_path / "ints.csv"
+    path.write_text(f"P001,{SECRET},72,1\nP2,x,3,4\n", encoding="utf-8")
+    assert "none of its 4 columns has that name" in refused(capsys, tmp_path, path)
 
 
 @pytest.mark.parametrize("header", ["pid,,x2,y", "pid,  ,x2,y"])
@@ -220,7 +267,8 @@ def test_very_many_tiny_rows_stop_at_the_row_cap(capsys, tmp_path) -> None:
 def test_the_cell_cap_bounds_wide_and_long_tables(tmp_path) -> None:
     limits = TableLimits(max_cells=1000)
     path = tmp_path / "cells.csv"
-    pd.DataFrame(np.ones((101, 10))).to_csv(path, index=False)
+    pd.DataFrame(np.ones((101, 10)), columns=[f"c{i}" for i in range(10)]).to_csv(
+        path, index=False)
     with pytest.raises(CpdecompError, match="with 10 columns, at most 100 rows") as error:
         load_table(path, limits=limits)
     assert error.value.reason == "too_many_cells"
@@ -304,6 +352,74 @@ def test_a_long_field_across_scan_chunks_is_caught(tmp_path, monkeypatch) -> Non
         load_table(path, limits=TableLimits(max_field_bytes=4000))
 
 
+# -------------------------------------------------------------------- Parquet decode bombs
+
+ALLOWANCE_MIB = 64
+"""Peak memory a refusal may cost beyond twice what the footer declares (imports excluded)."""
+
+DECODE_BOMBS = {
+    **{f"repeated {name}": (lambda path, kind=kind: repeated_text(path, kind))
+       for name, kind in TEXT_TYPES.items()},
+    "prefix-compressed string": prefix_compressed_text,
+}
+"""Files of a few kilobytes that decode to 3 GB: one 100 kB value on 30,000 rows, stored once
+and declared as each Arrow text type, or prefix-compressed so even the footer sizes are small."""
+
+
+def _cli(path: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "core.cli", "explain", str(path), "--target", "y",
+            "--model", "linear", "--out", str(out)]
+
+
+@pytest.fixture(scope="module")
+def cli_peak_without_reading(tmp_path_factory) -> float:
+    """The command line's peak memory refusing a file from its schema (nothing decoded)."""
+    folder = tmp_path_factory.mktemp("baseline")
+    path = folder / "binary.parquet"
+    repeated_text(path, pa.binary(), binary=True)
+    status, stderr, peak = peak_rss_of_command(_cli(path, folder / "o.csv"))
+    assert status == 2 and "holds binary" in stderr, stderr
+    return peak
+
+
+@pytest.mark.parametrize("kind", DECODE_BOMBS)
+def test_a_parquet_decode_bomb_is_refused_before_it_is_decoded(tmp_path, kind,
+                                                               cli_peak_without_reading) -> None:
+    """The command line refuses each bomb in one line, its peak memory (a child's ru_maxrss)
+    within twice the footer's declared size plus ALLOWANCE_MIB of refusing from the schema.
+    Before this was measured, a kilobyte drove the reader to 2.4 GB (3.7 GB as string_view)."""
+    path = tmp_path / "bomb.parquet"
+    DECODE_BOMBS[kind](path)
+    assert path.stat().st_size < 30_000
+    status, stderr, peak = peak_rss_of_command(_cli(path, tmp_path / "o.csv"))
+    assert status == 2, stderr
+    assert stderr.count("\n") == 1 and "once decompressed; that is the limit" in stderr, stderr
+    declared_mib = stored_bytes(path) / 2**20
+    assert peak - cli_peak_without_reading <= 2 * declared_mib + ALLOWANCE_MIB, (
+        f"{kind}: peak {peak:.0f} MiB, {peak - cli_peak_without_reading:.0f} MiB above "
+        f"refusing from the schema; the footer declares {declared_mib:.1f} MiB")
+
+
+def test_twenty_million_decimal_cells_are_read_as_floats_in_bounded_memory(tmp_path) -> None:
+    """Zeros stored as decimals (400 kB) are 20 million cells, the most a file may have:
+    as Python Decimal objects they took 2.9 GB; as floats they take 160 MB, and reading peaks
+    within twice that plus the allowance."""
+    path = tmp_path / "decimals.parquet"
+    many_decimals(path)
+    tiny = tmp_path / "tiny.parquet"
+    many_decimals(tiny, rows=10, columns=3)
+    read = ("from core.tables import load_table; t = load_table({!r}); "
+            "assert t.shape == ({}, {}) and (t.dtypes == 'float64').all(), t.dtypes")
+    status, stderr, baseline = peak_rss_of_command(
+        [sys.executable, "-c", read.format(str(tiny), 10, 4)])
+    assert status == 0, stderr
+    status, stderr, peak = peak_rss_of_command(
+        [sys.executable, "-c", read.format(str(path), 20_000, 1_000)])
+    assert status == 0, stderr
+    floats_mib = 20_000 * 1_000 * 8 / 2**20
+    assert peak - baseline <= 2 * floats_mib + ALLOWANCE_MIB, (peak, baseline)
+
+
 # --------------------------------------------------------------------------- cell contents
 
 
@@ -339,6 +455,26 @@ def test_stray_text_in_a_numeric_feature_names_rows_not_values(capsys, tmp_path)
     table.to_csv(path, index=False)
     message = refused(capsys, tmp_path, path)
     assert "feature 'x2' is numeric, but it has text in data row 71" in message
+
+
+@pytest.mark.parametrize("scale", [1e308, 1e60])
+def test_a_target_too_large_to_compute_with_is_refused_in_one_line(capsys, tmp_path,
+                                                                    scale) -> None:
+    """Near 1e308 the command line printed 19 lines of numpy warnings, then crashed (exit 1);
+    near 1e60 gradient boosting's 32-bit sums overflowed. Now: status 2, one line, no value."""
+    table = cohort()
+    table["y"] = np.tanh(table["x1"]) * 0.9 * scale
+    path = tmp_path / "huge_target.csv"
+    table.to_csv(path, index=False)
+    message = refused(capsys, tmp_path, path, "--model", "gbm")
+    assert "target 'y' has values beyond ±1e+30, too large to compute with" in message
+
+
+def test_a_target_in_large_units_still_works(capsys, tmp_path) -> None:
+    table = cohort().assign(y=lambda t: t["y"] * 1e28)
+    path = tmp_path / "large_units.csv"
+    table.to_csv(path, index=False)
+    run_ok(capsys, *explain(path, tmp_path))
 
 
 def test_a_target_with_one_value_is_refused(capsys, tmp_path) -> None:
@@ -379,9 +515,10 @@ def test_too_few_calibration_rows_for_alpha(capsys, tmp_path) -> None:
 
 
 @pytest.mark.parametrize(("arrays", "names", "expected"), [
-    ([[1, 2], [3, 4]], ["a", "a"], "both named 'a'"),
+    ([[1, 2], [3, 4]], ["a", "a"], "columns 1 and 2 have the same name"),
     ([[1, 2], [3, 4]], ["a", ""], "column 2 has no name"),
     ([[[1], [2]], [3, 4]], ["a", "y"], "column 'a' holds list"),
+    ([[{"u": 1}, {"u": 2}], [3, 4]], ["a", "y"], "column 'a' holds struct"),
     ([[b"\x00", b"\x01"], [3, 4]], ["a", "y"], "column 'a' holds binary"),
 ])
 def test_bad_parquet_columns_are_refused_from_the_schema(tmp_path, arrays, names,
@@ -390,6 +527,76 @@ def test_bad_parquet_columns_are_refused_from_the_schema(tmp_path, arrays, names
     pq.write_table(pa.Table.from_arrays([pa.array(a) for a in arrays], names=names), path)
     with pytest.raises(CpdecompError, match=re.escape(expected)):
         load_table(path)
+
+
+@pytest.mark.parametrize("kind", [*BINARY_TYPES.values(), pa.time64("us"), pa.duration("s"),
+                                  pa.map_(pa.string(), pa.int32()),
+                                  pa.dictionary(pa.int32(), pa.binary())])
+def test_every_binary_and_other_non_table_type_is_refused_before_any_data_is_read(
+        tmp_path, monkeypatch, kind) -> None:
+    """The README says binary columns are refused: all four binary types, and any type that
+    is not a number, text or a date, are refused from the schema alone."""
+    values = {pa.types.is_fixed_size_binary: [b"abcd", b"efgh"],
+              pa.types.is_map: [[("k", 1)], [("k", 2)]]}
+    sample = next((v for test, v in values.items() if test(kind)), None)
+    if sample is not None:
+        column = pa.array(sample, type=kind)
+    elif pa.types.is_dictionary(kind):
+        column = pa.array([b"x", b"y"]).dictionary_encode()
+    elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or \
+            pa.types.is_binary_view(kind):
+        column = pa.array([b"x", b"y"], type=kind)
+    else:
+        column = pa.array([1, 2]).cast(kind)
+    path = tmp_path / "typed.parquet"
+    pq.write_table(pa.table({"a": column, "y": [1.0, 2.0]}), path)
+    assert pq.ParquetFile(path).schema_arrow.field("a").type == kind
+
+    def must_not_read(*_args, **_kwargs):
+        raise AssertionError("column data was read")
+
+    monkeypatch.setattr(pq.ParquetFile, "read", must_not_read)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", must_not_read)
+    with pytest.raises(CpdecompError, match=r"column 'a' holds .* not numbers, text or dates") \
+            as error:
+        load_table(path)
+    assert error.value.reason == "column_type"
+
+
+def test_decimal_columns_are_read_as_numbers_end_to_end(capsys, tmp_path) -> None:
+    """pandas would make each decimal a Python object (and core.data then failed with
+    'AttributeError'); they are read as floats."""
+    table = cohort()
+    exact = [Decimal(f"{v:.4f}") for v in table["x1"]]
+    arrow = pa.Table.from_pandas(table, preserve_index=False).set_column(
+        1, "x1", pa.array(exact, type=pa.decimal128(12, 4)))
+    path = tmp_path / "decimals.parquet"
+    pq.write_table(arrow, path)
+    loaded = load_table(path)
+    assert loaded["x1"].dtype == np.float64
+    np.testing.assert_allclose(loaded["x1"], [float(v) for v in exact], rtol=0, atol=1e-12)
+    out = tmp_path / "out.csv"
+    run_ok(capsys, "explain", path, "--target", "y", "--id-column", "pid", *FAST, "--out", out)
+    assert "x1" in pd.read_csv(out)["feature"].unique()
+
+
+@pytest.mark.parametrize("kind", [pa.date32(), pa.date64(), pa.timestamp("us"),
+                                  pa.timestamp("ns", tz="UTC")])
+def test_date_columns_are_read_as_dates_and_refused_as_features_with_the_fix(
+        capsys, tmp_path, kind) -> None:
+    table = cohort()
+    days = pa.array(np.arange(len(table)) + 19_000, type=pa.int32()).cast(pa.date32())
+    arrow = pa.Table.from_pandas(table, preserve_index=False).append_column(
+        "admitted", days.cast(kind))
+    path = tmp_path / "dates.parquet"
+    pq.write_table(arrow, path)
+    loaded = load_table(path)
+    assert pd.api.types.is_datetime64_any_dtype(loaded["admitted"])
+    assert loaded["admitted"].iloc[0].date().isoformat() == "2022-01-08"
+    message = refused(capsys, tmp_path, path)
+    assert "feature 'admitted' holds dates; convert it to a number" in message
+    # Left out of the features, the file works.
+    run_ok(capsys, *explain(path, tmp_path, "--features", "x1,x2,ward"))
 
 
 def test_a_text_file_named_parquet_is_refused(capsys, tmp_path) -> None:

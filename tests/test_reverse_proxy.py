@@ -3,8 +3,9 @@
 nginx runs that very file (only its ports, certificate paths and upstream address replaced)
 with a self-signed certificate; chromium then runs the bundled sample through it, which needs
 the WebSocket upgrade and Streamlit's origin check to pass. The metrics endpoint is refused,
-plain HTTP redirects to HTTPS, and an upload larger than the cap gets 413 from nginx before any
-byte reaches the dashboard.
+plain HTTP redirects to HTTPS, an upload larger than the cap gets 413 from nginx before any
+byte reaches the dashboard, and chromium refuses to show the proxied dashboard in a frame of
+another page (clickjacking), which it does show when framed straight from Streamlit.
 """
 
 from __future__ import annotations
@@ -103,6 +104,26 @@ def request(port: int, method: str, path: str, tls: bool = True,
     return response
 
 
+def framed(context, url: str) -> bool:
+    """Whether chromium shows `url` in an iframe of a page from another origin."""
+    page = context.new_page()
+    refusals: list[str] = []
+    page.on("console", lambda message: refusals.append(message.text)
+            if "frame-ancestors" in message.text or "X-Frame-Options" in message.text
+            else None)
+    page.set_content(f'<iframe id="decoy" src="{url}" width="800" height="600"></iframe>')
+    frame = page.frame_locator("#decoy")
+    try:
+        # Streamlit's page mounts its root element; a refused frame shows chromium's error.
+        frame.locator("#root").wait_for(state="attached", timeout=10_000)
+        shown = True
+    except Exception:  # Playwright's TimeoutError: the frame never held the dashboard
+        shown = False
+    page.close()
+    assert shown or refusals, "the frame neither showed the dashboard nor was refused"
+    return shown
+
+
 @pytest.mark.slow
 def test_dashboard_through_the_documented_nginx_site(tools, tmp_path):
     from playwright.sync_api import sync_playwright
@@ -135,6 +156,9 @@ def test_dashboard_through_the_documented_nginx_site(tools, tmp_path):
                     time.sleep(0.2)
             assert health.status == 200
             assert "max-age" in (health.getheader("Strict-Transport-Security") or "")
+            page = request(https_port, "GET", "/")
+            assert page.getheader("X-Frame-Options") == "DENY"
+            assert page.getheader("Content-Security-Policy") == "frame-ancestors 'none'"
 
             redirect = request(http_port, "GET", "/", tls=False)
             assert redirect.status == 301
@@ -155,6 +179,9 @@ def test_dashboard_through_the_documented_nginx_site(tools, tmp_path):
                 try:
                     context = browser.new_context(ignore_https_errors=True)
                     run_sample(context.new_page(), f"https://127.0.0.1:{https_port}")
+                    assert framed(context, f"https://127.0.0.1:{https_port}/") is False
+                    # Streamlit alone lets itself be framed: only the proxy forbids it.
+                    assert framed(context, f"{dashboard}/") is True
                 finally:
                     browser.close()
         finally:

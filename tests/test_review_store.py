@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from ci_policy import environment_url
+from ci_policy import environment_url, unavailable
 from psycopg import sql
 
 from app import reviews
@@ -318,13 +318,11 @@ def test_a_role_with_only_select_and_insert_can_review(postgres_location: str) -
 
 def test_a_database_that_went_away_is_not_waited_for_on_every_page(
         postgres_location: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """After a failed connection, reads fail at once for a while (pages keep answering), then
-    the store tries the server again and works when it is back."""
+    """After the server could not be reached, reads fail at once for a while (pages keep
+    answering), then the store tries the server again; a database that answers is unaffected."""
     from app.reviews import postgres
 
     store = ReviewStore(postgres_location)
-    backend = store._backend
-    working_url = backend._url
     attempts = []
     real_connect = psycopg.connect
 
@@ -333,14 +331,161 @@ def test_a_database_that_went_away_is_not_waited_for_on_every_page(
         return real_connect(*args, **kwargs)
 
     monkeypatch.setattr(postgres.psycopg, "connect", counted)
-    parts = urlsplit(working_url)  # the same server on a port where nothing listens
-    backend._url = urlunsplit(parts._replace(netloc=parts.netloc.replace(
-        f":{parts.port}", ":1")))
+    parts = urlsplit(postgres_location)  # the same server on a port where nothing listens
+    gone = urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.port}", ":1")))
+    with pytest.raises(CpdecompError, match="cannot open the review database"):
+        ReviewStore(gone)
+    away = ReviewStore.__new__(ReviewStore)
+    away._backend = postgres.PostgresBackend.__new__(postgres.PostgresBackend)
+    away._backend.__dict__.update(store._backend.__dict__, _url=gone)
     for _ in range(3):
         with pytest.raises(CpdecompError, match="cannot read reviews"):
-            store.history("k")
+            away.history("k")
     assert len(attempts) == 1  # one try, then fast failures
-    backend._url = working_url
-    backend._unreachable_until = 0.0  # the back-off has passed
-    assert store.history("k") == []
+    assert store.history("k") == []  # the database that answers still does
+    postgres._POOLS[gone].unreachable_until = 0.0  # the back-off has passed
+    with pytest.raises(CpdecompError, match="cannot read reviews"):
+        away.history("k")
     assert len(attempts) == 2
+
+
+def connection_limit(url: str) -> int:
+    with psycopg.connect(url) as connection:
+        row = connection.execute(
+            "SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user").fetchone()
+    return int(row[0]) if row else -1
+
+
+def test_a_role_at_its_connection_limit_waits_and_32_sessions_lose_no_write(
+        postgres_location: str) -> None:
+    """32 sessions write at once through a role with CONNECTION LIMIT 20 of which other
+    clients hold all but two: the store's pool (4 connections a process) meets "too many
+    connections", waits for its own connections instead of failing, and does not take the
+    busy server for a down one. Every one of the 960 writes is there."""
+    from app.reviews import postgres
+
+    limited = environment_url(LIMITED_URL_VAR)
+    limit = connection_limit(limited)
+    if not 0 < limit <= 20:
+        unavailable(f"the role of {LIMITED_URL_VAR} has connection limit {limit}, not 1-20 "
+                    "(.ci/run gives it 20)")
+    ReviewStore(postgres_location)
+    schema = dict(parse_qsl(urlsplit(postgres_location).query))["options"].split("=")[1]
+    role = urlsplit(limited).username
+    execute(postgres_location, f"GRANT USAGE ON SCHEMA {schema} TO {role}",
+            f"GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA {schema} TO {role}")
+    location = in_schema(limited, schema)
+    others = [psycopg.connect(limited) for _ in range(limit - 2)]  # other replicas, tools
+    try:
+        sessions, count = 32, 30
+        start = threading.Barrier(sessions)
+        failures: list[str] = []
+
+        def session(writer: int) -> None:
+            store = ReviewStore(location)  # as each session asks for the shared store
+            start.wait(timeout=60)
+            for i in range(count):
+                try:
+                    store.record("busy", f"P{writer}", "reviewed", note=f"{writer}-{i}")
+                except CpdecompError as error:
+                    failures.append(str(error))
+
+        with ThreadPoolExecutor(sessions) as pool:
+            for future in [pool.submit(session, w) for w in range(sessions)]:
+                future.result()
+        assert failures == [], (len(failures), failures[:3])
+        assert postgres._POOLS[location].unreachable_until == 0.0
+    finally:
+        for connection in others:
+            connection.close()
+    notes = [e.note for e in ReviewStore(location).history("busy")]
+    assert sorted(notes) == sorted(f"{w}-{i}" for w in range(sessions) for i in range(count))
+
+
+def test_a_pooled_connection_the_server_dropped_is_replaced(postgres_location: str) -> None:
+    """A server restart (here: the server ending the store's idle connections) costs no
+    failed operation: a connection idle for a while is checked before it is reused."""
+    from app.reviews import postgres
+
+    store = ReviewStore(postgres_location)
+    store.record("k", "P1", "reviewed", note="before")
+    pool = postgres._POOLS[postgres_location]
+    pool._idle = [(connection, since - postgres.CHECK_AFTER_IDLE - 1)
+                  for connection, since in pool._idle]
+    pids = ", ".join(str(connection.info.backend_pid) for connection, _ in pool._idle)
+    assert pids
+    execute(postgres_location, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE pid IN ({pids})")
+    store.record("k", "P1", "reopened", note="after")
+    assert [e.note for e in store.history("k")] == ["before", "after"]
+
+
+# The SQLite file: private, and readable when it cannot be written.
+
+def test_the_sqlite_database_is_created_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """Notes and patient ids are in it: mode 0600 (it was 0644 under the usual umask), in a
+    new folder of mode 0700, whatever the umask."""
+    import os
+    import stat
+
+    path = tmp_path / "new-folder" / "reviews.sqlite3"
+    previous = os.umask(0o022)
+    try:
+        ReviewStore(path).record("k", "P1", "reviewed", note="private")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert ReviewStore(path).latest("k")["P1"].note == "private"
+
+
+READ_AS_ANOTHER_USER = """
+import sys
+from app.reviews import ReviewStore
+from core.errors import CpdecompError
+store = ReviewStore(sys.argv[1])
+print([e.note for e in store.history("k")])
+try:
+    store.record("k", "P1", "reopened")
+except CpdecompError as error:
+    print(error)
+"""
+
+
+def test_a_read_only_database_still_shows_its_reviews(tmp_path: Path) -> None:
+    """A database the dashboard may not write (a read-only volume, another owner's file) opens
+    and shows its reviews; only recording fails, saying why. (It failed to open at all.)
+
+    As root, which writes any file, the folder is mounted read-only in a mount namespace of
+    its own (a read-only volume); otherwise file and folder lose their write permission."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    folder = tmp_path / "volume"
+    folder.mkdir()
+    path = folder / "reviews.sqlite3"
+    ReviewStore(path).record("k", "P1", "reviewed", note="kept")
+    command = [sys.executable, "-c", READ_AS_ANOTHER_USER, str(path)]
+    if os.geteuid() == 0:
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            unavailable("unshare (util-linux) is missing: no read-only mount to test with")
+        command = [unshare, "--mount", "sh", "-c",
+                   'mount --bind -o ro "$1" "$1" && shift && exec "$@"', "sh", str(folder),
+                   *command]
+    else:
+        path.chmod(0o444)
+        folder.chmod(0o555)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=root,
+                              env={**os.environ, "PYTHONPATH": str(root)}, check=False)
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o600)
+    assert done.returncode == 0, done.stderr
+    shown, refusal = done.stdout.strip().splitlines()
+    assert shown == "['kept']"
+    assert "the review was not saved" in refusal and "read-only" in refusal

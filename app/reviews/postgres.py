@@ -3,12 +3,21 @@
 The tables are the SQLite store's, in the database the URL names (its default schema). The
 schema is created on first use under an advisory lock, so replicas starting together do not
 race, and its version is kept in `cpdecomp_schema`. Every value travels as a query parameter.
+
+Each process keeps a few connections per database (`POOL_SIZE`), shared by its sessions'
+threads: 32 sessions need not open 32 connections, and a role's connection limit is met by
+waiting for a free connection, not by failing. Only a server that does not answer at all makes
+operations fail at once for a while (`RETRY_AFTER`); one that answers "too many connections"
+is busy, not down.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
@@ -52,8 +61,131 @@ CONNECT_TIMEOUT = 3
 reviews waits this long when the database is down."""
 
 RETRY_AFTER = 30.0
-"""Seconds after a failed connection during which operations fail at once instead of each
-waiting for the server again (pages keep answering while the database is down)."""
+"""Seconds after the server could not be reached during which operations fail at once instead
+of each waiting for the server again (pages keep answering while the database is down)."""
+
+POOL_SIZE = 4
+"""Connections one process keeps open to one database, shared by its sessions. Replicas x
+POOL_SIZE should stay within the role's connection limit; beyond it they wait (WAIT_FOR_SLOT)."""
+
+WAIT_FOR_SLOT = 20.0
+"""Seconds an operation waits for a connection when all are in use or the server has no more
+for the role, before it fails with 'busy'."""
+
+CHECK_AFTER_IDLE = 2.0
+"""A connection idle longer than this is checked with an empty query before it is reused (the
+server may have restarted or dropped it); busier ones are used as they are."""
+
+SERVER_ANSWERED = re.compile(r"failed: [^\s:]+:  ")
+"""libpq's form of an error the server sent ("...failed: FATAL:  too many connections ..."),
+its severity word localised; errors of the network ("Connection refused", "timeout expired",
+an unknown host) have no such part. Connection errors carry no SQLSTATE to tell them apart."""
+
+
+class DatabaseBusy(psycopg.OperationalError):
+    """No connection became free within WAIT_FOR_SLOT seconds."""
+
+
+def server_unreachable(error: psycopg.OperationalError) -> bool:
+    """Whether a connection failed because nothing answered (not a refusal by the server)."""
+    return not isinstance(error, DatabaseBusy) and not SERVER_ANSWERED.search(str(error))
+
+
+class ConnectionPool:
+    """At most `size` open connections, lent to one thread at a time.
+
+    A thread that finds all of them lent out, or whose new connection the server refuses as
+    one too many, waits for one to come back. A connection that breaks is closed, not lent
+    again.
+    """
+
+    def __init__(self, connect: Callable[[], psycopg.Connection], size: int = POOL_SIZE) -> None:
+        self._connect = connect
+        self._size = size
+        self.unreachable_until = 0.0
+        self._idle: list[tuple[psycopg.Connection, float]] = []
+        self._open = 0
+        self._full_until = 0.0  # the server said "too many connections" until about then
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def connection(self, wait: float = WAIT_FOR_SLOT) -> Iterator[psycopg.Connection]:
+        connection = self._take(time.monotonic() + wait)
+        try:
+            yield connection
+        finally:
+            self._give_back(connection)
+
+    def _take(self, deadline: float) -> psycopg.Connection:
+        while True:
+            if time.monotonic() < self.unreachable_until:
+                raise psycopg.OperationalError("the database did not answer a moment ago")
+            with self._changed:
+                while not self._idle and (self._open >= self._size
+                                          or time.monotonic() < self._full_until):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise DatabaseBusy("no database connection became free")
+                    self._changed.wait(min(left, 0.25))
+                if self._idle:
+                    connection, since = self._idle.pop()
+                else:
+                    connection, since = None, 0.0
+                    self._open += 1
+            if connection is not None:
+                if time.monotonic() - since < CHECK_AFTER_IDLE or self._alive(connection):
+                    return connection
+                self._forget(connection)
+                continue
+            try:
+                return self._connect()
+            except psycopg.OperationalError as error:
+                unreachable = server_unreachable(error)
+                if unreachable:
+                    self.unreachable_until = time.monotonic() + RETRY_AFTER
+                with self._changed:
+                    self._open -= 1
+                    # The server answered; with connections of ours open, the login works,
+                    # so any refusal is one connection too many (English servers say so).
+                    too_many = not unreachable and ("too many" in str(error) or self._open > 0)
+                    if too_many and time.monotonic() < deadline:
+                        # Busy, not down: wait for a connection of our own to come back, or
+                        # for another client's to close.
+                        self._full_until = time.monotonic() + 0.2
+                        self._changed.notify_all()
+                        continue
+                    self._changed.notify_all()
+                raise
+
+    @staticmethod
+    def _alive(connection: psycopg.Connection) -> bool:
+        try:
+            connection.execute("")
+        except psycopg.Error:
+            return False
+        return True
+
+    def _give_back(self, connection: psycopg.Connection) -> None:
+        healthy = not connection.closed and not connection.broken and \
+            connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if not healthy:
+            self._forget(connection)
+            return
+        with self._changed:
+            self._idle.append((connection, time.monotonic()))
+            self._changed.notify()
+
+    def _forget(self, connection: psycopg.Connection) -> None:
+        try:
+            connection.close()
+        finally:
+            with self._changed:
+                self._open -= 1
+                self._changed.notify()
+
+
+_POOLS: dict[str, ConnectionPool] = {}
+_POOLS_LOCK = threading.Lock()
 
 
 def redact(url: str) -> str:
@@ -87,7 +219,6 @@ class PostgresBackend:
     def __init__(self, url: str, hint: str) -> None:
         require("psycopg", "a postgresql:// review database")
         self._url = url
-        self._unreachable_until = 0.0
         self._passwords = _passwords(url)
         self.description = redact(url)
         try:
@@ -128,21 +259,22 @@ class PostgresBackend:
             text = text.replace(password, "***")
         return text
 
-    def _connect(self) -> psycopg.Connection:
-        if time.monotonic() < self._unreachable_until:
-            raise psycopg.OperationalError("the database did not answer a moment ago")
-        try:
-            return psycopg.connect(self._url, connect_timeout=CONNECT_TIMEOUT,
-                                   application_name="cpdecomp")
-        except psycopg.OperationalError:
-            self._unreachable_until = time.monotonic() + RETRY_AFTER
-            raise
+    def _pool(self) -> ConnectionPool:
+        # One pool per database and process, whichever store asked first: the sessions'
+        # threads share it (and its memory that the server did not answer).
+        with _POOLS_LOCK:
+            pool = _POOLS.get(self._url)
+            if pool is None:
+                pool = _POOLS[self._url] = ConnectionPool(functools.partial(
+                    psycopg.connect, self._url, connect_timeout=CONNECT_TIMEOUT,
+                    application_name="cpdecomp", autocommit=True))
+            return pool
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Cursor]:
-        # One connection per operation, as for SQLite: nothing is shared between Streamlit's
-        # session threads, and a server restart costs one failed page at most.
-        with self._connect() as connection:
+        # A pooled connection per operation, in its own transaction; one that breaks (a
+        # server restart) is closed by the pool, so that costs one failed page at most.
+        with self._pool().connection() as connection:
             with connection.transaction(), connection.cursor() as cursor:
                 yield cursor
 

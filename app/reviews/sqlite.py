@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -36,19 +37,39 @@ class SQLiteBackend:
         self.path = path
         self.description = str(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                self._create_private(path)
             with self._transaction() as connection:
                 found = connection.execute("PRAGMA user_version").fetchone()[0]
                 if found > SCHEMA_VERSION:
                     raise CpdecompError(
                         f"the review database {path} has schema version {found}, newer than "
                         f"this cpdecomp's {SCHEMA_VERSION}; upgrade cpdecomp")
-                connection.executescript(SCHEMA)
-                # A pragma takes no parameters; SCHEMA_VERSION is our own integer.
-                connection.execute(f"PRAGMA user_version = {int(SCHEMA_VERSION)}")
+                if found < SCHEMA_VERSION or not self._tables_exist(connection):
+                    # Only a new or older file is written to here: a read-only (or full)
+                    # database of the current version still shows its reviews.
+                    connection.executescript(SCHEMA)
+                    # A pragma takes no parameters; SCHEMA_VERSION is our own integer.
+                    connection.execute(f"PRAGMA user_version = {int(SCHEMA_VERSION)}")
         except (OSError, sqlite3.Error) as error:
             raise CpdecompError(
                 f"cannot open the review database {path} ({error}); {hint}") from error
+
+    @staticmethod
+    def _create_private(path: Path) -> None:
+        """An empty file only its owner may read (notes and patient ids are in it); SQLite
+        gives its journal files the database file's mode."""
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:  # another process made it first
+            pass
+
+    @staticmethod
+    def _tables_exist(connection: sqlite3.Connection) -> bool:
+        names = {row[0] for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return {"datasets", "review_events"} <= names
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -73,8 +94,11 @@ class SQLiteBackend:
                      event.reviewer, event.created_at))
         except sqlite3.Error as error:
             # The exception's text can quote the row; say only what kind of failure it was.
+            why = ("it is read-only" if "readonly" in str(error)
+                   else "the disk is full" if "full" in str(error)
+                   else f"it refused it ({type(error).__name__})")
             raise CpdecompError(f"the review was not saved: the database at {self.path} "
-                                f"refused it ({type(error).__name__})") from error
+                                f"cannot take it: {why}") from error
 
     def events(self, dataset_key: str, patient_id: str | None) -> list[ReviewEvent]:
         query = ("SELECT dataset_key, patient_id, status, note, reviewer, created_at "

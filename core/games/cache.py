@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import threading
 import time
@@ -34,6 +35,10 @@ CACHE_MAX_BYTES_ENV = "CPDECOMP_CACHE_MAX_BYTES"
 DISK_BYTES = 2**30
 MEMORY_BYTES = 512 * 2**20
 SUFFIX = ".npy"
+OWN_FILE = re.compile(r"[0-9a-f]{40}\.npy")
+"""A stored game's name: its key (content_digest, 40 hex digits) and SUFFIX."""
+OWN_TEMPORARY = re.compile(r"\.[0-9a-f]{40}\.[^/]*\.tmp")
+"""A file put() was writing when its process was killed (mkstemp's prefix and suffix)."""
 
 
 def default_cache_dir() -> Path | None:
@@ -200,9 +205,11 @@ class GameCache:
                 self._held -= evicted.nbytes
 
     def files(self) -> list[Path]:
+        """This cache's own files: named by a content digest, so `cache clear` in a folder
+        that also holds other .npy files (a user's arrays) removes none of them."""
         if self.directory is None or not self.directory.is_dir():
             return []
-        return sorted(self.directory.glob(f"*{SUFFIX}"))
+        return sorted(p for p in self.directory.glob(f"*{SUFFIX}") if OWN_FILE.fullmatch(p.name))
 
     def clear(self) -> int:
         """Forget everything; returns the number of files removed."""
@@ -215,7 +222,8 @@ class GameCache:
             removed += 1
         if self.directory is not None and self.directory.is_dir():
             for stale in self.directory.glob(".*.tmp"):  # left by a killed writer
-                stale.unlink(missing_ok=True)
+                if OWN_TEMPORARY.fullmatch(stale.name):
+                    stale.unlink(missing_ok=True)
         return removed
 
 

@@ -6,16 +6,25 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import re
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+from corpus.parquet_bombs import (
+    TEXT_TYPES,
+    peak_rss_of_upload,
+    prefix_compressed_text,
+    repeated_text,
+    stored_bytes,
+)
 from dashboard_helpers import csv_bytes, errors, new_app, run_linear, small_table
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
-from app import sources
+from app import export, sources
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -35,7 +44,9 @@ HOSTILE = [
     ("noise.csv", b"a,b\n" + bytes(range(128, 256)) * 8, "not UTF-8 text: line 2"),
     ("latin1.csv", "x1,y\n1,Größe\n".encode("latin-1"), "not UTF-8 text: line 2"),
     ("pickle.csv", pickle.dumps({"a": 1}, protocol=4), "Python pickle"),
-    ("dup.csv", b"x1,x2,x1,outcome\n1,2,3,4\n", "columns 1 and 3 are both named 'x1'"),
+    ("dup.csv", b"x1,x2,x1,outcome\n1,2,3,4\n", "columns 1 and 3 have the same name"),
+    ("headerless.csv", b"P001,Q7-SECRET,72.5,1.3\nP002,B,60.1,2.2\n",
+     "line 1 looks like a row of data, not column names (column 3 is a number)"),
     ("blank.csv", b"x1,,outcome\n1,2,3\n", "column 2 has no name"),
     ("ragged.csv", b"x1,outcome\n1,2,3\n", "more fields than the header"),
     ("wide.csv", wide_csv(5000), "5,000 columns; the limit is 1,000"),
@@ -62,6 +73,7 @@ def test_every_hostile_upload_is_refused_and_the_run_stays() -> None:
         upload(at, name, content)
         messages = [m.replace("\\", "") for m in errors(at)]  # Markdown escapes
         assert any(expected in m and name in m for m in messages), (name, messages)
+        assert not any("SECRET" in m or "P001" in m for m in messages), (name, messages)
         assert at.session_state["dataset"].name == "sample: diabetes", name
         assert at.session_state["last_run"] is before, name
     # Still usable: the results page draws, and the sample's columns are still offered.
@@ -70,6 +82,43 @@ def test_every_hostile_upload_is_refused_and_the_run_stays() -> None:
     at.switch_page("views/data.py").run()
     at.radio(key="data_source").set_value("sample").run()
     assert at.selectbox(key="target_column").value == "progression"
+
+
+DECODE_BOMBS = {
+    **{f"repeated {name}": (lambda path, kind=kind: repeated_text(path, kind))
+       for name, kind in TEXT_TYPES.items()},
+    "prefix-compressed string": prefix_compressed_text,
+}
+"""The command line's corpus (tests/test_hostile_input.py): a few kilobytes, 3 GB decoded."""
+
+ALLOWANCE_MIB = 64
+
+
+def test_parquet_decode_bombs_are_refused_in_an_error_box_and_the_run_stays(tmp_path) -> None:
+    at = run_linear(new_app())
+    before = at.session_state["last_run"]
+    for kind, make in DECODE_BOMBS.items():
+        path = tmp_path / f"{kind.replace(' ', '-')}.parquet"
+        make(path)
+        upload(at, path.name, path.read_bytes())
+        messages = [m.replace("\\", "") for m in errors(at)]
+        assert any("once decompressed; that is the limit" in m for m in messages), (kind,
+                                                                                     messages)
+        assert at.session_state["last_run"] is before, kind
+
+
+@pytest.mark.parametrize("kind", DECODE_BOMBS)
+def test_the_upload_reader_refuses_a_decode_bomb_in_bounded_memory(tmp_path, kind) -> None:
+    """The dashboard's reader in a fresh process: the refusal's peak memory (ru_maxrss) stays
+    within twice the footer's declared size plus ALLOWANCE_MIB of reading a small file."""
+    path = tmp_path / "bomb.parquet"
+    DECODE_BOMBS[kind](path)
+    warm = tmp_path / "warm.parquet"
+    pq.write_table(pa.table({"note": ["a", "b"] * 50, "y": np.arange(100.0)}), warm)
+    measured = peak_rss_of_upload(path, warm_up=warm)
+    assert measured.get("refused") == "too_large", measured
+    grown = measured["after"] - measured["before"]
+    assert grown <= 2 * stored_bytes(path) / 2**20 + ALLOWANCE_MIB, (kind, measured)
 
 
 def test_the_upload_cap_is_checked_again_on_the_server() -> None:
@@ -141,3 +190,88 @@ def test_preview_of_mixed_columns_is_text() -> None:
     frame = pd.DataFrame({"mixed": [1, "a", None, 2.5]})
     shown = sources.preview(frame)["mixed"]
     assert shown[[0, 1, 3]].tolist() == ["1", "a", "2.5"] and pd.isna(shown[2])
+
+
+# ------------------------------------------------- formula injection in the exported CSV
+
+LINE_ENDS = ["\r", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
+             "\u2029"]
+BLANKS = ["", " ", "\t", "\u00a0", "\u2003", "\u3000", "\u200b", "\ufeff", '"']
+FORMULAS = ["=1+1", "+1", "-2", "@SUM(1)", "＝1", "−1"]
+BLANK_OR_QUOTE = "".join(BLANKS) + " \t\u00a0\u2000\u2001\u2002\u2003\u2009\u202f\u205f"
+
+
+def _pieces(text: str, line_end: str | None) -> list[str]:
+    """Lines of `text` split at one line-end convention (None: every one Python knows), and
+    the cells a reader that ignores quotes makes of them."""
+    lines = text.splitlines() if line_end is None else text.split(line_end)
+    return [piece for line in lines for piece in re.split("[,;\t]", line)]
+
+
+def _starts_a_formula(piece: str) -> bool:
+    stripped = piece.lstrip(BLANK_OR_QUOTE).lstrip()
+    if not stripped.startswith(("=", "+", "-", "@", "＝", "＋", "－", "＠", "−")):
+        return False
+    try:
+        float(stripped.rstrip('"'))
+    except ValueError:
+        return True
+    return False  # a number in a numeric column, which spreadsheets read as a number
+
+
+def test_no_line_or_cell_of_the_exported_csv_starts_a_formula_under_any_line_end() -> None:
+    """Names, ids and notes from an upload with formulas after every line end, blank and
+    separator: split at every line-end convention, and at separators as a reader that ignores
+    quotes would, no piece starts with = + - @ (after any spaces), and a reader that honours
+    quotes gets every value back with the apostrophes only."""
+    cells = [f"x{i}{end}{blank}{formula}" for i, (end, blank, formula) in enumerate(
+        (e, b, f) for e in LINE_ENDS for b in BLANKS for f in FORMULAS)]
+    cells += [f"{blank}{formula}" for blank in BLANKS for formula in FORMULAS]
+    cells += [f"ok, {formula}" for formula in FORMULAS] + ["x1\r@SUM(1)", "\u00a0=cmd|' /C"]
+    frame = pd.DataFrame({
+        "patient_id": cells, "note": cells[::-1],
+        "width": np.linspace(-3, 3, len(cells)), "=header\r@x": ["fine"] * len(cells)})
+    text = export.safe_csv(frame).decode("utf-8-sig")
+    for line_end in [*LINE_ENDS, None]:
+        bad = [p for p in _pieces(text, line_end) if _starts_a_formula(p)]
+        assert bad == [], (repr(line_end), bad[:5])
+    back = pd.read_csv(io.StringIO(text), dtype={"patient_id": str, "note": str},
+                       keep_default_na=False, lineterminator="\n")
+    np.testing.assert_allclose(back["width"], frame["width"], rtol=0, atol=1e-12)
+    assert [v.replace("'", "") for v in back["patient_id"]] == [
+        v.replace("'", "") for v in cells]
+
+
+def test_an_upload_killed_while_it_is_parsed_leaves_no_file_behind(tmp_path) -> None:
+    """The server killed (SIGKILL) in the middle of parsing a 60 MB upload: nothing named
+    cpdecomp-upload-* stays in the temporary folder (the staged bytes had no name)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from corpus.parquet_bombs import ROOT
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    script = (
+        "import sys\n"
+        "from app.sources import single_upload\n"
+        "rows = ''.join(f'{i},{i % 7}.5,{i % 3},ward{i % 5}\\n' for i in range(2_500_000))\n"
+        "content = ('pid,x1,x2,ward\\n' + rows).encode()\n"
+        "print('parsing', flush=True)\n"
+        "single_upload('big.csv', content)\n"
+        "print('done', flush=True)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "TMPDIR": str(temporary),
+                                  "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "parsing"
+        time.sleep(1.0)  # inside load_table: the scan and pandas take several seconds
+        seen = sorted(p.name for p in temporary.iterdir())
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL, "the parse ended before the kill"
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert seen == [] and sorted(temporary.iterdir()) == []
