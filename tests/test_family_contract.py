@@ -1,0 +1,79 @@
+"""The contract every registered CP family keeps (method page §2), run over FAMILIES: the
+width separates on the family's scale, the interval is exactly the set of targets whose score is
+at most q̂, and components or quantiles on which the family is undefined are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.conformal import FAMILIES
+from core.errors import CpdecompError
+
+VALID = {  # components where every family is defined, drawn per row
+    "f": lambda rng, n: rng.uniform(1.0, 5.0, n),  # positive: the gamma family needs f > 0
+    "sigma": lambda rng, n: rng.uniform(0.5, 2.0, n),
+    "lo": lambda rng, n: rng.uniform(-2.0, 0.0, n),
+}
+INVALID = {  # one undefined component set per family that refuses any
+    "normalized": {"sigma": 0.0},
+    "gamma": {"f": -1.0},
+    "cqr-r": {"hi": "lo"},  # no spread: the quantile models meet
+}
+
+
+def components(family, rng, n: int) -> dict[str, np.ndarray]:
+    comps = {name: VALID[name](rng, n) for name in family.components if name in VALID}
+    if "hi" in family.components:
+        comps["hi"] = comps["lo"] + rng.uniform(0.5, 3.0, n)
+    return comps
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_width_separates_into_calibration_and_instance_terms(name):
+    family = FAMILIES[name]
+    rng = np.random.default_rng(0)
+    comps = components(family, rng, 200)
+    for q in (0.05, 0.4, 1.7):
+        lower, upper = family.interval(q, comps)
+        width = upper - lower
+        on_scale = np.log(width) if family.scale == "log" else width
+        np.testing.assert_allclose(on_scale, family.calibration_value(q)
+                                   + family.instance_value(comps), rtol=1e-12, atol=1e-12)
+    if not family.instance_components:  # a family whose width ignores the patient
+        np.testing.assert_array_equal(family.instance_value(comps), 0.0)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_interval_holds_exactly_the_targets_scoring_at_most_q(name):
+    family = FAMILIES[name]
+    rng = np.random.default_rng(1)
+    comps = components(family, rng, 500)
+    q = 0.7
+    lower, upper = family.interval(q, comps)
+    y = rng.uniform(lower - 3.0, upper + 3.0)
+    inside = (lower <= y) & (y <= upper)
+    scored = family.scores(y, comps) <= q
+    assert inside.any() and (~inside).any()
+    # Floating point can move a target that sits on an end across it: allow those only.
+    edge = np.isclose(y, lower, rtol=1e-12) | np.isclose(y, upper, rtol=1e-12)
+    np.testing.assert_array_equal(inside[~edge], scored[~edge])
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_undefined_components_and_quantiles_are_refused(name):
+    family = FAMILIES[name]
+    rng = np.random.default_rng(2)
+    comps = components(family, rng, 5)
+    family.check_components(comps, "test row")  # defined: no error
+    if name in INVALID:
+        broken = dict(comps)
+        for component, value in INVALID[name].items():
+            broken[component] = comps[value].copy() if isinstance(value, str) else \
+                np.full(5, value)
+        with pytest.raises(CpdecompError):
+            family.check_components(broken, "test row")
+    if family.scale == "log":  # A(q) takes a log: a quantile that makes it undefined is refused
+        with pytest.raises(CpdecompError):
+            family.check_quantile(np.array([-1.0]), "test quantile")
+    family.check_quantile(np.array([0.5]), "test quantile")
