@@ -69,7 +69,8 @@ class Decomposition:
 
 
 def _stack(parts: list[FloatArray | None]) -> FloatArray | None:
-    return None if any(p is None for p in parts) else np.concatenate(parts)
+    present = [p for p in parts if p is not None]
+    return None if len(present) < len(parts) else np.concatenate(present)
 
 
 def concatenate(parts: list[Decomposition]) -> Decomposition:
@@ -112,7 +113,7 @@ def in_units(decomposition: Decomposition, units: Units) -> Decomposition:
     def rescale(values: FloatArray | None) -> FloatArray | None:
         return None if values is None else values * scale
 
-    calibration, instance, total = (rescale(getattr(decomposition, part))
+    calibration, instance, total = (getattr(decomposition, part) * scale
                                     for part in ("calibration", "instance", "total"))
     if units == "width":
         target = width - float(np.exp(decomposition.empty_value))

@@ -133,9 +133,12 @@ class PatientGames:
 def join_explanations(parts: list[Explanation]) -> Explanation:
     """One explanation from chunks explained under the same configuration, in order."""
     first = parts[0]
-    arrays = {name: np.concatenate([getattr(p, name) for p in parts])
-              for name in ("prediction", "lower", "upper", "width")}
-    return replace(first, decomposition=concatenate([p.decomposition for p in parts]), **arrays)
+    def joined(name: str) -> FloatArray:
+        return np.concatenate([getattr(p, name) for p in parts])
+
+    return replace(first, decomposition=concatenate([p.decomposition for p in parts]),
+                   prediction=joined("prediction"), lower=joined("lower"),
+                   upper=joined("upper"), width=joined("width"))
 
 
 def draw_background(training_rows: FloatArray, size: int, seed: int) -> FloatArray:

@@ -171,7 +171,7 @@ def _copy_to(source: BinaryIO, target: BinaryIO) -> None:
 
 
 def _write_csv(reports: Iterable[Report], temporary: str) -> dict:
-    metas = []
+    metas: list[dict] = []
     with open(temporary, "w", encoding="utf-8", newline="") as out:
         for report in reports:
             tidy_frame(report).to_csv(out, index=False, header=not metas, float_format="%.17g")
@@ -204,7 +204,7 @@ def _write_parquet(reports: Iterable[Report], temporary: str) -> dict:
 
 def _write_json(reports: Iterable[Report], temporary: str) -> dict:
     # json.dump's own separators, so the file equals json.dump of the joined document.
-    metas = []
+    metas: list[dict] = []
     with tempfile.TemporaryFile("w+", encoding="utf-8") as side:
         separator = ""
         for report in reports:

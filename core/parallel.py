@@ -21,7 +21,7 @@ _TURNS = threading.Lock()
 @cache
 def threadsafe_layer() -> bool:
     """Whether the threading layer numba will use accepts concurrent launches."""
-    chosen = str(numba.config.THREADING_LAYER).lower()
+    chosen = str(numba.config.THREADING_LAYER).lower()  # type: ignore[attr-defined]  # set at import
     if chosen == "workqueue":
         return False
     if chosen in {"omp", "tbb", "safe", "threadsafe"}:

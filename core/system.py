@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from core.conformal import Family, conformal_rank, get_family
 from core.data import FeatureEncoder
@@ -92,18 +93,18 @@ class FittedSystem:
         check_feature_columns(table.columns, self.feature_names, "the patients table")
         return self.encoder.transform(table)
 
-    def conformalize(self, table: pd.DataFrame, targets: Sequence[float]) -> ConformalSystem:
+    def conformalize(self, table: pd.DataFrame, targets: ArrayLike) -> ConformalSystem:
         """Score the calibration rows with the unmasked components."""
-        targets = np.asarray(targets, dtype=float)
-        if np.isnan(targets).any():
+        y = np.asarray(targets, dtype=float)
+        if np.isnan(y).any():
             raise CpdecompError("the calibration rows need a target value on every row")
-        if self.family.name == "gamma" and (targets <= 0).any():
+        if self.family.name == "gamma" and (y <= 0).any():
             raise CpdecompError(
                 "the gamma family needs a positive target, but calibration has values <= 0; "
                 "use the absolute or normalized family"
             )
         rows = self.encode(table)
-        return ConformalSystem(fitted=self, calibration_rows=rows, calibration_targets=targets)
+        return ConformalSystem(fitted=self, calibration_rows=rows, calibration_targets=y)
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,7 +168,7 @@ class ConformalSystem:
         return self.family.interval(self.quantile(alpha), comps)
 
 
-def fit_system(table: pd.DataFrame, targets: Sequence[float], features: Sequence[str] | None = None,
+def fit_system(table: pd.DataFrame, targets: ArrayLike, features: Sequence[str] | None = None,
                family: str = "normalized", model: str = "gbm", seed: int = 0,
                quantile_alpha: float = 0.1) -> FittedSystem:
     """Fit the components a family needs on training rows (seeded).
@@ -177,17 +178,17 @@ def fit_system(table: pd.DataFrame, targets: Sequence[float], features: Sequence
     """
     chosen_family = get_family(family)
     chosen_model = get_model(model)
-    targets = np.asarray(targets, dtype=float)
-    if np.isnan(targets).any():
+    y = np.asarray(targets, dtype=float)
+    if np.isnan(y).any():
         raise CpdecompError("the training rows need a target value on every row")
-    if len(targets) < MIN_TRAINING_ROWS:
+    if len(y) < MIN_TRAINING_ROWS:
         raise CpdecompError(
-            f"training set has {len(targets)} rows; at least {MIN_TRAINING_ROWS} are needed"
+            f"training set has {len(y)} rows; at least {MIN_TRAINING_ROWS} are needed"
         )
-    if np.ptp(targets) == 0:
+    if np.ptp(y) == 0:
         raise CpdecompError("the target has one value in all training rows; nothing to predict")
     positive = chosen_family.name == "gamma"
-    if positive and (targets <= 0).any():
+    if positive and (y <= 0).any():
         raise CpdecompError(
             "the gamma family needs a positive target, but it has values <= 0; "
             "use the absolute or normalized family"
@@ -195,11 +196,11 @@ def fit_system(table: pd.DataFrame, targets: Sequence[float], features: Sequence
     encoder = FeatureEncoder(features if features is not None else list(table.columns)).fit(table)
     rows = encoder.transform(table)
     point, components = fit_components(
-        chosen_family.components, chosen_model, rows, targets, encoder.categorical_mask, seed,
+        chosen_family.components, chosen_model, rows, y, encoder.categorical_mask, seed,
         quantile_alpha, positive_point=positive,
     )
     digest = content_digest(
-        versions_digest(), rows, targets, tuple(map(repr, encoder.kinds_)), chosen_family.name,
+        versions_digest(), rows, y, tuple(map(repr, encoder.kinds_)), chosen_family.name,
         chosen_model.name, seed, quantile_alpha,
     )
     return FittedSystem(chosen_family, chosen_model.name, encoder, point, components, rows, seed,

@@ -22,7 +22,7 @@ from core.data import ColumnChoice, choose_columns, split_rows, target_values
 from core.decomposition import Units, in_units
 from core.errors import CpdecompError
 from core.explainer import Explainer, Explanation, Progress, join_explanations
-from core.games.masking import has_fast_path
+from core.games.masking import MaskingPath, has_fast_path
 from core.interop import report_frame, shap_explanations
 from core.system import ConformalSystem, fit_system, system_from_models
 from core.versions import library_versions
@@ -52,7 +52,7 @@ class StudyOptions:
     seed: int = 0
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     quantile_alpha: float = 0.1
-    masking: str = "auto"
+    masking: MaskingPath = "auto"
     """'auto' (closed form, tree tables, else brute force), 'tables' or 'brute'."""
 
 
@@ -161,7 +161,7 @@ class Study:
                     raise CpdecompError(f"feature group member {name!r} is not a feature")
             grouped.append(tuple(features.index(name) for name in group))
         taken = {c for group in grouped for c in group}
-        singles = [(c,) for c in range(len(features)) if c not in taken]
+        singles: list[tuple[int, ...]] = [(c,) for c in range(len(features)) if c not in taken]
         return check_groups(grouped + singles, len(features))
 
     def _player_values(self, table: pd.DataFrame, players: Groups | None) -> pd.DataFrame:

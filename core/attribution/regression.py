@@ -107,7 +107,7 @@ def regression_design(method: str, bits: np.ndarray, weight: FloatArray, n_playe
             f"the budget or change the seed"
         )
     inverse = np.linalg.inv(kkt)
-    operator, constant = inverse[:d, :d], inverse[:d, d]
+    operator, constant = inverse[:d, :d].astype(float), inverse[:d, d]
     sampled_rows = (operator @ (members * weight[:, None]).T).T
     matrix = np.vstack([sampled_rows, -sampled_rows.sum(axis=0) - constant, constant])
     coalitions = coalitions_from_bits(np.concatenate([bits, [0, (1 << d) - 1]]), d)

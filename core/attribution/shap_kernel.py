@@ -12,6 +12,7 @@ to shap zeroing any |φ| < 1e-10.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class _WeightLog(np.ndarray):
     def __array_finalize__(self, obj: object) -> None:
         self.log = None  # views (slices) never log: only the array shap owns does
 
-    def __setitem__(self, key: object, value: object) -> None:
+    def __setitem__(self, key: Any, value: Any) -> None:
         super().__setitem__(key, value)
         if self.log is not None and isinstance(key, (int, np.integer)):
             self.log[key] = value
@@ -55,10 +56,10 @@ def recording_kernel_explainer() -> type:
     """
     shap = require("shap", "the shap-kernel method")
 
-    class RecordingKernelExplainer(shap.KernelExplainer):
+    class RecordingKernelExplainer(shap.KernelExplainer):  # type: ignore[name-defined]
         def allocate(self) -> None:
             super().allocate()
-            weights = self.kernelWeights.view(_WeightLog)
+            weights = self.kernelWeights.view(_WeightLog)  # type: ignore[has-type]
             weights.log = np.zeros(len(weights))
             self.kernelWeights = weights
 

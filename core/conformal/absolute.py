@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.conformal.base import Components, require_finite
+from core.conformal.base import Components, Scale, require_finite
 from core.typing import FloatArray
 
 
 class AbsoluteResidual:
     name = "absolute"
     label = "Absolute residual"
-    scale = "identity"
-    components = ("f",)
+    scale: Scale = "identity"
+    components: tuple[str, ...] = ("f",)
     instance_components: tuple[str, ...] = ()
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
@@ -24,7 +24,7 @@ class AbsoluteResidual:
     def instance_value(self, comps: Components) -> FloatArray:
         return np.zeros_like(np.asarray(comps["f"], dtype=float))
 
-    def interval(self, q: FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
+    def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         f = comps["f"]
         return f - q, f + q
 

@@ -43,7 +43,7 @@ class Family(Protocol):
         """B(h(x)): the instance-only term of T(width)."""
         ...
 
-    def interval(self, q: FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
+    def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         """Lower and upper interval bounds."""
         ...
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.conformal.base import Components, require_finite
+from core.conformal.base import Components, Scale, require_finite
 from core.typing import FloatArray
 
 
 class ConformalizedQuantile:
     name = "cqr"
     label = "CQR"
-    scale = "identity"
-    components = ("lo", "hi")
-    instance_components = ("lo", "hi")
+    scale: Scale = "identity"
+    components: tuple[str, ...] = ("lo", "hi")
+    instance_components: tuple[str, ...] = ("lo", "hi")
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.maximum(comps["lo"] - y, y - comps["hi"])
@@ -29,7 +29,7 @@ class ConformalizedQuantile:
     def instance_value(self, comps: Components) -> FloatArray:
         return comps["hi"] - comps["lo"]
 
-    def interval(self, q: FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
+    def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         return comps["lo"] - q, comps["hi"] + q
 
     def check_components(self, comps: Components, where: str) -> None:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.conformal.base import Components, require_positive
+from core.conformal.base import Components, Scale, require_positive
 from core.typing import FloatArray
 
 
 class RangeScaledQuantile:
     name = "cqr-r"
     label = "CQR-r (range-scaled)"
-    scale = "log"
-    components = ("lo", "hi")
-    instance_components = ("lo", "hi")
+    scale: Scale = "log"
+    components: tuple[str, ...] = ("lo", "hi")
+    instance_components: tuple[str, ...] = ("lo", "hi")
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         spread = comps["hi"] - comps["lo"]
@@ -25,7 +25,7 @@ class RangeScaledQuantile:
     def instance_value(self, comps: Components) -> FloatArray:
         return np.log(comps["hi"] - comps["lo"])
 
-    def interval(self, q: FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
+    def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         spread = comps["hi"] - comps["lo"]
         return comps["lo"] - q * spread, comps["hi"] + q * spread
 

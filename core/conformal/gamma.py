@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.conformal.base import Components, require_positive
+from core.conformal.base import Components, Scale, require_positive
 from core.typing import FloatArray
 
 
 class GammaResidual:
     name = "gamma"
     label = "Gamma (relative residual)"
-    scale = "log"
-    components = ("f",)
-    instance_components = ("f",)
+    scale: Scale = "log"
+    components: tuple[str, ...] = ("f",)
+    instance_components: tuple[str, ...] = ("f",)
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.abs(y - comps["f"]) / comps["f"]
@@ -24,7 +24,7 @@ class GammaResidual:
     def instance_value(self, comps: Components) -> FloatArray:
         return np.log(comps["f"])
 
-    def interval(self, q: FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
+    def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         f = comps["f"]
         return f * (1.0 - q), f * (1.0 + q)
 

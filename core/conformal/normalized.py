@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.conformal.base import Components, require_finite, require_positive
+from core.conformal.base import Components, Scale, require_finite, require_positive
 from core.typing import FloatArray
 
 
 class NormalizedResidual:
     name = "normalized"
     label = "Normalized residual"
-    scale = "log"
-    components = ("f", "sigma")
-    instance_components = ("sigma",)
+    scale: Scale = "log"
+    components: tuple[str, ...] = ("f", "sigma")
+    instance_components: tuple[str, ...] = ("sigma",)
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.abs(y - comps["f"]) / comps["sigma"]
@@ -24,7 +24,7 @@ class NormalizedResidual:
     def instance_value(self, comps: Components) -> FloatArray:
         return np.log(comps["sigma"])
 
-    def interval(self, q: FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
+    def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         half = q * comps["sigma"]
         return comps["f"] - half, comps["f"] + half
 

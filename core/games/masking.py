@@ -12,7 +12,7 @@ Three exact evaluators, chosen per component:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -219,7 +219,7 @@ class MaskedEvaluator:
         return np.asarray(self.components[name].predictor.predict(rows), dtype=float)
 
     def _additive(self, name: str, coalitions: Coalitions, rows: FloatArray) -> FloatArray:
-        predictor = self.components[name].predictor
+        predictor: Any = self.components[name].predictor  # is_additive: has additive_terms
         intercept, terms = predictor.additive_terms(rows)
         _, background_terms = predictor.additive_terms(self.background)
         mean_terms = exact_mean(background_terms.T)

@@ -164,11 +164,12 @@ class TreeTables:
             if bits.size == lattice.shape[1] and bool((bits == np.arange(bits.size)).all()):
                 return lattice  # the whole lattice in order (exact Shapley): no gather
             return lattice[:, bits]
-        reads = self._coalition_reads(np.asarray(bits, dtype=np.int64))
+        offsets, order, parent, start, new, old = self._coalition_reads(
+            np.asarray(bits, dtype=np.int64))
         with parallel_section():
             return _coalition_values(
-                np.ascontiguousarray(rows, dtype=np.float64), *reads,
-                self.base, self.tests, self.paths, self.groups, self.terms,
+                np.ascontiguousarray(rows, dtype=np.float64), offsets, order, parent, start, new,
+                old, self.base, self.tests, self.paths, self.groups, self.terms,
             )
 
     def _coalition_reads(self, bits: np.ndarray) -> tuple[np.ndarray, ...]:

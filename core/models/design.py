@@ -6,6 +6,8 @@ numbers, built here, so every expanded column still belongs to exactly one playe
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from core.typing import BoolArray, FloatArray
@@ -21,7 +23,7 @@ class DesignMatrix:
     def fit(self, encoded: FloatArray, categorical: BoolArray) -> DesignMatrix:
         self.categorical_ = np.asarray(categorical, dtype=bool)
         self.fill_ = np.zeros(encoded.shape[1])
-        self.flag_missing_ = np.isnan(encoded).any(axis=0)
+        self.flag_missing_: BoolArray = np.asarray(np.isnan(encoded).any(axis=0), dtype=bool)
         self.n_categories_ = np.zeros(encoded.shape[1], dtype=int)
         roles: list[tuple[int, str, int]] = []
         for j in range(encoded.shape[1]):
@@ -61,7 +63,7 @@ class DesignMatrix:
 class DesignPredictor:
     """A scikit-learn regressor on the design matrix."""
 
-    def __init__(self, design: DesignMatrix, estimator: object) -> None:
+    def __init__(self, design: DesignMatrix, estimator: Any) -> None:  # a fitted regressor
         self.design = design
         self.estimator = estimator
 
@@ -83,7 +85,7 @@ class LinearDesignPredictor(DesignPredictor):
 class EncodedPredictor:
     """A scikit-learn regressor that reads the encoded matrix directly."""
 
-    def __init__(self, estimator: object) -> None:
+    def __init__(self, estimator: Any) -> None:  # a fitted scikit-learn regressor
         self.estimator = estimator
 
     def predict(self, encoded: FloatArray) -> FloatArray:
