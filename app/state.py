@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app import sources
+from app import planning, sources
 from app.reviews import ReviewStore, configured_location
 from app.sources import Dataset
-from core import FAMILIES, Report, Study, StudyOptions, prepare_study
+from core import FAMILIES, Report, Study, StudyOptions, prepare_study, target_values
 from core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS
+from core.errors import CpdecompError
 from core.explainer import Progress
 from sample_data import SAMPLES
 
@@ -57,10 +58,17 @@ DEFAULTS: dict[str, object] = {
     "queue_unreviewed": False,
     "reviewer": "",
     "review_note": "",
+    "queue_features": [],
+    "outcome_low_on": False,
+    "outcome_low": 0.0,
+    "outcome_high_on": False,
+    "outcome_high": 1.0,
+    "outcome_unit": "",
+    "used_targets": [],
 }
 
 WIDGET_KEYS = (*DEFAULTS, "target_column", "id_column", "patient", "queue_threshold",
-               "review_patient")
+               "review_patient", "compare_patient")
 """Widget values that must survive switching pages (Streamlit drops a widget's state when a
 page without that widget runs, unless the value is re-assigned each run)."""
 
@@ -91,7 +99,11 @@ def set_dataset(dataset: Dataset, origin: tuple[str, ...]) -> None:
     state["dataset"] = dataset
     state["dataset_origin"] = origin
     columns = dataset.columns
-    state["target_column"] = dataset.default_target or columns[-1]
+    # A bundled sample names its outcome; for an upload the column is chosen from the data
+    # (never an id, a 0/1 flag or a constant; a name used before wins).
+    target = dataset.default_target if origin[0] == "sample" else planning.choose_target(
+        source_table(dataset), state.get("used_targets", []))
+    state["target_column"] = target or columns[-1]
     state["id_column"] = dataset.default_id or NO_ID
     state["all_features"] = True
     state["features"] = []
@@ -99,6 +111,42 @@ def set_dataset(dataset: Dataset, origin: tuple[str, ...]) -> None:
 
 def current_dataset() -> Dataset | None:
     return st.session_state.get("dataset")
+
+
+def source_table(dataset: Dataset):
+    """The table the target and features are chosen from (the training file, if separate)."""
+    return dataset.train if dataset.train is not None else dataset.patients
+
+
+def ensure_outcome_range(dataset: Dataset, target: str) -> None:
+    """Start the outcome's range from the training target when the data or target changed:
+    "never negative" when no value is below 0."""
+    state = st.session_state
+    if state.get("range_for") == (dataset.digest, target):
+        return
+    state["range_for"] = (dataset.digest, target)
+    try:
+        values = target_values(source_table(dataset), target)
+    except CpdecompError:
+        values = None
+    low = None if values is None else planning.inferred_lower_bound(values)
+    state["outcome_low_on"] = low is not None
+    state["outcome_low"] = 0.0 if low is None else low
+    state["outcome_high_on"] = False
+    state["outcome_inferred"] = low is not None
+
+
+def outcome_range(config: RunConfig) -> planning.OutcomeRange:
+    """What the run's outcome can be: as stated on the Data page, or inferred."""
+    state = st.session_state
+    dataset = state.get("run_dataset")
+    if dataset is not None:
+        ensure_outcome_range(dataset, config.options.target)
+    return planning.OutcomeRange(
+        low=float(state["outcome_low"]) if state.get("outcome_low_on") else None,
+        high=float(state["outcome_high"]) if state.get("outcome_high_on") else None,
+        unit=str(state.get("outcome_unit") or "").strip(),
+    )
 
 
 def ensure_choice(key: str, options: list, fallback: object) -> None:
@@ -241,6 +289,8 @@ def compute(config: RunConfig, dataset: Dataset,
 def remember_run(config: RunConfig, dataset: Dataset, timings: dict[str, float]) -> None:
     state = st.session_state
     state["last_run"] = config
+    used = [t for t in state.get("used_targets", []) if t != config.options.target]
+    state["used_targets"] = [*used, config.options.target][-8:]
     state["run_dataset"] = dataset
     state["run_timings"] = timings
 

@@ -81,9 +81,39 @@ def sign_disagreement(report: Report) -> pd.DataFrame:
     })
 
 
-def percentile_ranks(widths: np.ndarray) -> np.ndarray:
-    """Each width's percentile among all widths (share of patients with a width at most it)."""
+WIDTH_TIE = 1e-9
+"""Widths closer than this fraction of the largest width are the same width. Under the
+absolute family every width is 2q, yet rounding leaves a spread of ~1e-15; compared exactly,
+that spread flagged patients and split one histogram bar into many."""
+
+
+def comparable_widths(widths: np.ndarray) -> np.ndarray:
+    """Widths with near-ties made exact ties: each run of sorted widths whose steps are within
+    WIDTH_TIE of the largest width takes the run's first value. Flags, percentiles, the
+    histogram and the queue's order all compare these."""
     widths = np.asarray(widths, dtype=float)
+    if widths.size == 0:
+        return widths
+    tolerance = WIDTH_TIE * max(float(np.max(np.abs(widths))), np.finfo(float).tiny)
+    order = np.argsort(widths, kind="stable")
+    ordered = widths[order]
+    starts = np.concatenate([[True], np.diff(ordered) > tolerance])
+    snapped = ordered[np.flatnonzero(starts)[np.cumsum(starts) - 1]]
+    result = np.empty_like(widths)
+    result[order] = snapped
+    return result
+
+
+def widths_tied(widths: np.ndarray) -> bool:
+    """True when every patient has the same width (within WIDTH_TIE)."""
+    comparable = comparable_widths(widths)
+    return comparable.size > 0 and bool(np.all(comparable == comparable[0]))
+
+
+def percentile_ranks(widths: np.ndarray) -> np.ndarray:
+    """Each width's percentile among all widths (share of patients with a width at most it,
+    near-ties counted as ties)."""
+    widths = comparable_widths(widths)
     if widths.size == 0:
         return widths
     ordered = np.sort(widths)
@@ -93,8 +123,16 @@ def percentile_ranks(widths: np.ndarray) -> np.ndarray:
 def flag_threshold(widths: np.ndarray, rule: FlagRule, value: float) -> float:
     """The width above which a patient is flagged: a percentile of the widths, or `value`."""
     if rule == "percentile":
-        return float(np.percentile(np.asarray(widths, dtype=float), value))
+        return float(np.percentile(comparable_widths(widths), value))
     return float(value)
+
+
+def flagged_positions(widths: np.ndarray, threshold: float) -> np.ndarray:
+    """Patients whose width is above `threshold` by more than a near-tie."""
+    widths = comparable_widths(widths)
+    tolerance = WIDTH_TIE * max(float(np.max(np.abs(widths), initial=0.0)), abs(threshold),
+                                np.finfo(float).tiny)
+    return np.flatnonzero(widths > threshold + tolerance)
 
 
 @dataclass(frozen=True)

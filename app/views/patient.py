@@ -9,7 +9,7 @@ import numpy as np
 import streamlit as st
 
 from app import auth, cases, charts, state, summaries, widgets
-from app.sources import markdown_text
+from app.text import markdown_text
 from core.errors import CpdecompError
 
 st.title("Patient")

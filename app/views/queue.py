@@ -9,7 +9,7 @@ import streamlit as st
 
 from app import auth, cases, export, state, summaries, widgets
 from app.reviews import ReviewStore
-from app.sources import markdown_text
+from app.text import markdown_text
 from core.errors import CpdecompError
 
 logger = logging.getLogger("cpdecomp.app.queue")  # a page runs as __main__

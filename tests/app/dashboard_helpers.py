@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+import string
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "app" / "main.py"
 SAMPLE = ROOT / "sample_data" / "diabetes.csv"
+MARKDOWN_ESCAPE = re.compile("\\\\([" + re.escape(string.punctuation) + "])")
 
 
 def new_app() -> AppTest:
@@ -19,9 +22,14 @@ def new_app() -> AppTest:
     return at.run()
 
 
+def shown(markdown: str) -> str:
+    """The text a Markdown element shows: names from the data are backslash-escaped."""
+    return MARKDOWN_ESCAPE.sub(r"\1", markdown)
+
+
 def errors(at: AppTest) -> list[str]:
-    """Error boxes and uncaught exceptions on the current page."""
-    return [e.value for e in at.error] + [str(x.value) for x in at.exception]
+    """Error boxes and uncaught exceptions on the current page, as shown."""
+    return [shown(e.value) for e in at.error] + [str(x.value) for x in at.exception]
 
 
 def run_linear(at: AppTest, **settings: object) -> AppTest:
