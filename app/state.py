@@ -155,6 +155,11 @@ def ensure_choice(key: str, options: list, fallback: object) -> None:
         st.session_state[key] = fallback if fallback in options else options[0]
 
 
+def ensure_list(key: str, options: list) -> None:
+    """Keep a multiselect's stored values among its options."""
+    st.session_state[key] = [v for v in st.session_state.get(key) or [] if v in options]
+
+
 def chosen_columns() -> tuple[str, str | None, tuple[str, ...] | None]:
     """Target, id column (None for row numbers) and features (None for all the others)."""
     state = st.session_state
@@ -326,6 +331,17 @@ def results(units: str | None = None) -> Results | None:
     handle = fitted_study(config.digest, config.options, dataset)
     report = handle.report(config.method, config.alpha, units, config.budget)
     return Results(config, handle.study, report, units)
+
+
+def results_in_width_units(shown: Results) -> Results:
+    """The same run in width units (the reading and the queue speak in widths)."""
+    if shown.units == "width":
+        return shown
+    handle = fitted_study(shown.config.digest, shown.config.options,
+                          st.session_state["run_dataset"])
+    report = handle.report(shown.config.method, shown.config.alpha, "width",
+                           shown.config.budget)
+    return Results(shown.config, shown.study, report, "width")
 
 
 def units_label(results: Results) -> str:

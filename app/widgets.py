@@ -37,8 +37,9 @@ def units_toggle(run: state.RunConfig) -> None:
     if run.log_family:
         st.radio("Units", list(UNIT_LABELS), key="units", horizontal=True,
                  format_func=UNIT_LABELS.__getitem__,
-                 help="Multiplicative families split the log width exactly; in width units "
-                      "all three vectors are rescaled by one factor per patient.")
+                 help="Width units read like the interval itself. Log units are where this "
+                      "family's split is exact; in width units each patient's three parts are "
+                      "scaled by one factor, so they still add up.")
 
 
 def chart(figure: go.Figure) -> None:

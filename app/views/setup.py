@@ -177,7 +177,7 @@ if run is not None:
                    f"{run.options.model}, {run.options.family}, α = {run.alpha:g}, "
                    f"{run.method}).")
         if done.study.warnings:
-            st.warning("\n".join(f"- {w}" for w in done.study.warnings))
+            st.warning("\n".join(f"- {markdown_text(w)}" for w in done.study.warnings))
         timings = st.session_state.get("run_timings") or {}
         if timings:
             st.caption(f"Computed in {sum(timings.values()):.1f} s: "
