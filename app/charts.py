@@ -37,19 +37,17 @@ DISAGREE_MARK = "⇄"
 """Appended to a feature's label when its calibration and instance parts have opposite signs."""
 
 FONT = {"size": 13}
-ROW_HEIGHT = 30
+ROW_HEIGHT = 26
 
 
 def format_value(value: float) -> str:
-    """A signed number with as many digits as its size warrants."""
-    magnitude = abs(value)
-    if magnitude >= 1000:
-        return f"{value:+,.0f}"
-    if magnitude >= 10:
-        return f"{value:+.1f}"
-    if magnitude >= 0.01 or magnitude == 0:
-        return f"{value:+.3f}"
-    return f"{value:+.2e}"
+    """A signed number to three significant digits, never in e-notation (+12.4, −0.00267)."""
+    if value == 0:
+        return "0"
+    magnitude = abs(float(value))
+    text = (f"{magnitude:,.0f}" if magnitude >= 1000 else
+            np.format_float_positional(magnitude, precision=3, fractional=False, trim="-"))
+    return ("+" if value > 0 else "−") + text
 
 
 GRID = "#E5E5E5"

@@ -7,6 +7,7 @@ path is asked of a small model fitted by core (`has_fast_path`), not of a table 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,21 +55,30 @@ def looks_like_id(name: str, column: pd.Series) -> bool:
     return bool(np.all(np.diff(ordered) == 1))
 
 
+OUTCOME_NAMES = re.compile(r"^(y|outcome|target|response|label)$|outcome|stay|progression",
+                           re.IGNORECASE)
+"""Names that say "this is the outcome" (length of stay, disease progression)."""
+
+
 def choose_target(table: pd.DataFrame, used_before: Sequence[str] = ()) -> str | None:
-    """A sensible default target: a name the user chose before if the table has one, else the
-    numeric column with the most distinct values that is not an id, a 0/1 flag or constant
-    (the last such column on ties: tables often end with the outcome)."""
+    """A sensible default target, among numeric columns that are not an id, a 0/1 flag or
+    constant: a name the user chose before, else a name that says it is an outcome, else the
+    column with the most distinct values (the last such column on ties: tables often end with
+    the outcome)."""
     columns = [str(c) for c in table.columns]
+    fit = [name for name, column in zip(columns, table.columns, strict=True)
+           if _numeric(table[column]) is not None and table[column].nunique() > 2
+           and not looks_like_id(name, table[column])]
     for name in reversed(list(used_before)):
-        if name in columns and _numeric(table[name]) is not None:
+        if name in fit:
             return name
+    named = [name for name in fit if OUTCOME_NAMES.search(name)]
+    if named:
+        return named[-1]
     best, best_count = None, 2
     for name, column in zip(columns, table.columns, strict=True):
-        values = _numeric(table[column])
-        if values is None or looks_like_id(name, table[column]):
-            continue
-        count = int(values.nunique())
-        if count >= best_count:
+        count = int(table[column].nunique())
+        if name in fit and count >= best_count:
             best, best_count = name, count
     return best
 

@@ -86,11 +86,19 @@ def init_session() -> None:
 
 
 def keep_widget_state() -> None:
-    """Re-assign widget values so that a page without the widget does not drop them."""
+    """Re-assign widget values so that a page without the widget does not drop them.
+
+    A fragment's rerun (the Patient panel) ends with Streamlit dropping the state of widgets
+    it did not draw, re-assigned or not; a plain copy, which is no widget's key, restores them.
+    """
     state = st.session_state
+    kept = state.setdefault("_kept_widget_values", {})
     for key in WIDGET_KEYS:
         if key in state:
+            kept[key] = state[key]
             state[key] = state[key]
+        elif key in kept:
+            state[key] = kept[key]
 
 
 def set_dataset(dataset: Dataset, origin: tuple[str, ...]) -> None:

@@ -23,7 +23,8 @@ def require_results(offer_units: bool = True) -> state.Results:
         st.page_link("views/setup.py", label="Go to Setup", icon=":material/tune:")
         st.stop()
     if offer_units:
-        units_toggle(run)
+        with st.sidebar:  # beside the navigation: the page keeps its height for the charts
+            units_toggle(run)
     units = state.current_units(run) if offer_units else "width"
     with st.spinner(f"Explaining every patient in {UNIT_LABELS[units]}…"):
         results = state.results(units)

@@ -70,8 +70,9 @@ def patient_panel() -> None:
         cols[3].metric("Observed", "unknown")
 
     st.subheader(f"Why is patient {markdown_text(patient)}'s interval this wide?")
-    st.markdown(markdown_text(cases.case_reading(results, position, unit=outcome.unit)))
     widgets.chart(cases.bars_figure(results, position))
+    with st.container(key="patient_reading"):
+        st.markdown(markdown_text(cases.case_reading(results, position, unit=outcome.unit)))
     if clipped[position]:
         st.caption(f"✂ The interval is clipped to what the outcome can be "
                    f"({markdown_text(outcome.describe())}); the model's own interval is "
