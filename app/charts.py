@@ -109,7 +109,8 @@ def _hover(feature: str, value_text: str | None, view: str, part: float,
     return "<br>".join(lines)
 
 
-def _padded_limit(values: np.ndarray, share: float = 0.4) -> float:
+def _padded_limit(values: np.ndarray, share: float = 0.6) -> float:
+    """Room beyond the longest bar for its label, so the label never meets the tick labels."""
     biggest = float(np.max(np.abs(values))) if values.size else 0.0
     return biggest * (1 + share) if biggest > 0 else 1.0
 
@@ -166,9 +167,9 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
                        "showarrow": False, "font": {"size": 15}})
     layout = _layout(150 + ROW_HEIGHT * len(features), title,
                      **axes, annotations=titles, showlegend=True,
-                     legend={"orientation": "h", "x": 0, "y": -0.02, "yanchor": "top",
+                     legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "bottom",
                              "xanchor": "left", "yref": "container"})
-    layout["margin"]["b"] = 80
+    layout["margin"]["b"] = 90
     return _figure(traces, layout)
 
 

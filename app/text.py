@@ -19,11 +19,18 @@ Streamlit's `:emoji:`, `:color[...]` and `$math$` extensions."""
 
 LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
 
+WORD_JOINER = "\u2060"
+LINK_JOINTS = re.compile(r"([.:@])")
+"""Streamlit finds bare links (`www.x.org`, `http://x`, `a@b.org`) in the text after the
+escapes are read, so escaping alone leaves them clickable; an invisible word joiner before each
+`.`, `:` and `@` breaks every such pattern and shows the same characters."""
+
 
 def markdown_text(text: object) -> str:
     """`text` for an element that renders Markdown: shown as written, never as a link, an
     image, a heading or a format. Line breaks become spaces (a new line could start a list)."""
-    return MARKDOWN_SPECIALS.sub(r"\\\1", LINE_BREAKS.sub(" ", str(text)))
+    plain = LINE_BREAKS.sub(" ", str(text)).replace(WORD_JOINER, "")
+    return MARKDOWN_SPECIALS.sub(r"\\\1", LINK_JOINTS.sub(WORD_JOINER + r"\1", plain))
 
 
 PLOTLY_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}

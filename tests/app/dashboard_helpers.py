@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
+from app.text import WORD_JOINER
+
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "app" / "main.py"
 SAMPLE = ROOT / "sample_data" / "diabetes.csv"
@@ -24,7 +26,7 @@ def new_app() -> AppTest:
 
 def shown(markdown: str) -> str:
     """The text a Markdown element shows: names from the data are backslash-escaped."""
-    return MARKDOWN_ESCAPE.sub(r"\1", markdown)
+    return MARKDOWN_ESCAPE.sub(r"\1", markdown).replace(WORD_JOINER, "")
 
 
 def errors(at: AppTest) -> list[str]:

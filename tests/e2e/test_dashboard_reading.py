@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 import pandas as pd
@@ -199,3 +200,94 @@ def reading_checks(page, url: str, csv: Path) -> None:
                                    timeout=STEP_TIMEOUT)
     expect(metric(page, "Reviewed")).to_have_text("1")
     shots(page, "queue")
+
+
+MARKUP_NAMES = {
+    "image": f"![x]({OUTSIDE}/feature.png)",
+    "link": f'<a href="{OUTSIDE}/a">link</a>',
+    "bold": "<b>bold</b><br>x",
+}
+"""Feature names carrying Markdown and plotly markup."""
+
+
+def markup_csv(path: Path) -> Path:
+    """A cohort whose column names and patient ids are markup, and whose widths vary."""
+    rng = np.random.default_rng(5)
+    n = 160
+    x = rng.normal(size=(3, n))
+    outcome = 2 * x[0] + (1 + np.abs(x[1])) * rng.normal(size=n)
+    ids = [f"![p{i}]({OUTSIDE}/p{i}.png) :red[alarm] www.example.org" for i in range(n)]
+    frame = pd.DataFrame({"patient_id": ids, **{name: x[k] for k, name in
+                                                enumerate(MARKUP_NAMES.values())},
+                          "outcome": outcome})
+    frame.to_csv(path, index=False)
+    return path
+
+
+def no_markup_rendered(page) -> None:
+    """No image, link or bold text made from the names, in Markdown or in plotly."""
+    assert page.locator(f"img[src*='{OUTSIDE[7:]}']").count() == 0
+    links = page.locator(f"a[href*='{OUTSIDE[7:]}'], a[href*='example.org']")
+    assert links.count() == 0, [links.nth(i).evaluate(
+        "e => e.closest('[data-testid]').getAttribute('data-testid') + ': ' + "
+        "e.closest('[data-testid]').outerHTML.slice(0, 300)") for i in range(links.count())]
+    assert page.locator(".js-plotly-plot a").count() == 0
+    assert page.locator(".js-plotly-plot tspan[style*='bold']").count() == 0
+
+
+def test_names_from_the_data_render_as_plain_text(tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    csv = markup_csv(tmp_path / "markup.csv")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            with streamlit_server(environment(tmp_path), tmp_path / "server.log") as (url, _):
+                page = browser.new_page(viewport={"width": 1440, "height": 900})
+                here = urlsplit(url).netloc
+                outside: list[str] = []
+                page.on("request", lambda request: outside.append(request.url)
+                        if urlsplit(request.url).netloc != here
+                        and not request.url.startswith(("data:", "blob:")) else None)
+                try:
+                    upload(page, url, csv)
+                    expect(page.locator(".st-key-target_column [role='combobox']")).to_have_value(
+                        "outcome")
+                    no_markup_rendered(page)
+                    run(page, "Linear (least squares)", "normalized: Normalized residual")
+                    no_markup_rendered(page)
+                    open_page(page, "Patient")
+                    heading = page.get_by_text(re.compile(r"^Why is patient"))
+                    expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
+                    # As written, once the invisible word joiners that break bare links go.
+                    assert re.fullmatch(
+                        rf"Why is patient !\[p\d+\]\({re.escape(OUTSIDE)}/p\d+\.png\) "
+                        r":red\[alarm\] www\.example\.org's interval this wide\?",
+                        heading.inner_text().replace("\u2060", "")), heading.inner_text()
+                    bars = page.locator(".js-plotly-plot").first
+                    for name in MARKUP_NAMES.values():
+                        # Tick labels show the name as written.
+                        ticks = bars.locator("g.ytick text")
+                        expect(ticks.first).to_be_attached(timeout=STEP_TIMEOUT)
+                        texts = [ticks.nth(i).text_content() for i in range(ticks.count())]
+                        assert any(name in t for t in texts), texts
+                    no_markup_rendered(page)
+                    shots(page, "markup-patient")
+                    open_page(page, "Cohort")
+                    page.wait_for_timeout(800)
+                    no_markup_rendered(page)
+                    shots(page, "markup-cohort")
+                    open_page(page, "Review queue")
+                    download = page.locator(".st-key-download_case_html")
+                    expect(download).to_contain_text("Case summary of", timeout=STEP_TIMEOUT)
+                    assert f"({OUTSIDE}/p" in download.inner_text().replace("\u2060", "")
+                    no_markup_rendered(page)
+                    shots(page, "markup-queue")
+                except Exception:
+                    page.screenshot(path=str(SCREENSHOTS / "failure.png"), full_page=True)
+                    raise
+                assert outside == [], outside
+                page.close()
+        finally:
+            browser.close()
