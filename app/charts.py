@@ -26,6 +26,12 @@ TITLES = {
     "instance": "Instance-driven",
     "total": "Total (= calibration + instance)",
 }
+"""Legend entries; the panels' titles are the short PANEL_TITLES."""
+PANEL_TITLES = {"calibration": "Calibration-driven", "instance": "Instance-driven",
+                "total": "Total"}
+LABEL_CHARACTERS = 26
+"""Longer feature names are cut with … on the axis (the hover shows them whole), so the three
+panels keep their room at 1280 px."""
 COLOURS = {"calibration": "#0072B2", "instance": "#E69F00", "total": "#555555"}
 PATTERNS = {"calibration": "/", "instance": ".", "total": ""}
 WIDENS, NARROWS = "#444444", "#C8C8C8"
@@ -93,6 +99,16 @@ def feature_order(total: np.ndarray) -> np.ndarray:
     return np.argsort(-np.abs(np.asarray(total, dtype=float)), kind="stable")
 
 
+def tick_labels(names: Sequence[object]) -> list[str]:
+    """Axis labels for names from the data: escaped, long ones cut with … (unless cutting
+    would make two labels the same)."""
+    texts = [str(n) for n in names]
+    cut = [t if len(t) <= LABEL_CHARACTERS else t[:LABEL_CHARACTERS - 1] + "…" for t in texts]
+    if len(set(cut)) < len(set(texts)):
+        cut = texts
+    return plotly_labels(cut)
+
+
 def _direction(value: float) -> str:
     return "widens the interval" if value > 0 else (
         "narrows the interval" if value < 0 else "no effect")
@@ -130,8 +146,8 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
                                     (calibration, instance, total))
     disagree = np.zeros(len(features), bool) if disagree is None else np.asarray(disagree, bool)
     order = feature_order(total)
-    labels = [plotly_text(f"{features[j]} {DISAGREE_MARK}" if disagree[j] else features[j])
-              for j in order]
+    labels = tick_labels([f"{features[j]} {DISAGREE_MARK}" if disagree[j] else features[j]
+                          for j in order])
     limit = _padded_limit(np.concatenate([calibration, instance, total]))
     # Three x axes side by side over one y axis (what make_subplots builds, at a fraction of
     # its cost): the panels share the features and one value scale.
@@ -159,10 +175,11 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
             textposition="outside", cliponaxis=False, textfont={"size": 12},
             customdata=hover, hovertemplate="%{customdata}<extra></extra>",
         ))
+        # One axis title under the middle panel: three would collide at 1280 px.
         axes[f"xaxis{suffix}"] = _axis(domain=domain, anchor="y", range=[-limit, limit],
                                        zeroline=True, zerolinewidth=1.5,
-                                       title={"text": units})
-        titles.append({"text": TITLES[view], "x": sum(domain) / 2, "y": 1.0, "xref": "paper",
+                                       title={"text": units if view == "instance" else ""})
+        titles.append({"text": PANEL_TITLES[view], "x": sum(domain) / 2, "y": 1.0, "xref": "paper",
                        "yref": "paper", "xanchor": "center", "yanchor": "bottom",
                        "showarrow": False, "font": {"size": 15}})
     layout = _layout(150 + ROW_HEIGHT * len(features), title,
@@ -183,7 +200,7 @@ def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, en
     """
     total = np.asarray(total, dtype=float)
     order = feature_order(total)
-    labels = [plotly_text(start_label), *plotly_labels(features[j] for j in order)]
+    labels = [plotly_text(start_label), *tick_labels([features[j] for j in order])]
     steps = [float(start)] + [float(total[j]) for j in order]
     gap = float(end) - float(start) - float(total.sum())
     if abs(gap) > 1e-9 * max(abs(float(end)), 1.0):
@@ -244,7 +261,7 @@ def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, 
     `title` is the dashboard's own text (it may use plotly markup); names go in as labels."""
     values = np.asarray(values, dtype=float)
     trace = dict(
-        type="bar", x=values[order], y=plotly_labels(features[j] for j in order),
+        type="bar", x=values[order], y=tick_labels([features[j] for j in order]),
         orientation="h",
         marker={"color": COLOURS[view], "pattern": _pattern(view),
                 "line": {"color": "#111111", "width": 0.5}},
@@ -262,10 +279,11 @@ def instance_distribution(features: Sequence[str], instance: np.ndarray, order: 
                           units: str) -> go.Figure:
     """Instance-driven attributions across patients: one box per feature."""
     instance = np.asarray(instance, dtype=float)
-    traces = [dict(type="box", x=instance[:, j], name=plotly_text(features[j]), orientation="h",
+    names = tick_labels([features[j] for j in order])
+    traces = [dict(type="box", x=instance[:, j], name=name, orientation="h",
                    boxpoints="outliers", marker={"color": COLOURS["instance"], "size": 4},
                    line={"color": "#8a5a00"}, fillcolor="rgba(230,159,0,0.35)")
-              for j in order]
+              for j, name in zip(order, names, strict=True)]
     layout = _layout(140 + ROW_HEIGHT * len(features),
                      "Instance-driven attributions across patients")
     layout["xaxis"].update(zeroline=True, zerolinewidth=1.5, title={"text": units})
@@ -275,7 +293,7 @@ def instance_distribution(features: Sequence[str], instance: np.ndarray, order: 
 def sign_disagreement_bars(features: Sequence[str], calibration_vs_instance: np.ndarray,
                            total_vs_instance: np.ndarray) -> go.Figure:
     """Share of patients whose views have opposite signs, per feature, in percent."""
-    names = plotly_labels(features)
+    names = tick_labels(list(features))
     traces = []
     series = (
         ("calibration vs instance", calibration_vs_instance, COLOURS["calibration"], "/"),
