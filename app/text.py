@@ -20,17 +20,21 @@ Streamlit's `:emoji:`, `:color[...]` and `$math$` extensions."""
 LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
 
 WORD_JOINER = "\u2060"
-LINK_JOINTS = re.compile(r"([.:@])")
+LINK_STARTS = re.compile(r"(?i)(?<![a-z0-9])(www|https?|mailto|xmpp)(?=[.:])|(@)")
 """Streamlit finds bare links (`www.x.org`, `http://x`, `a@b.org`) in the text after the
-escapes are read, so escaping alone leaves them clickable; an invisible word joiner before each
-`.`, `:` and `@` breaks every such pattern and shows the same characters."""
+escapes are read, so escaping alone leaves them clickable; an invisible word joiner where each
+such pattern starts (`www⁠.`, `http⁠:`, `⁠@`) breaks it and shows the same characters."""
+
+
+def _joined(match: re.Match[str]) -> str:
+    return (match.group(1) + WORD_JOINER) if match.group(1) else (WORD_JOINER + "@")
 
 
 def markdown_text(text: object) -> str:
     """`text` for an element that renders Markdown: shown as written, never as a link, an
     image, a heading or a format. Line breaks become spaces (a new line could start a list)."""
     plain = LINE_BREAKS.sub(" ", str(text)).replace(WORD_JOINER, "")
-    return MARKDOWN_SPECIALS.sub(r"\\\1", LINK_JOINTS.sub(WORD_JOINER + r"\1", plain))
+    return MARKDOWN_SPECIALS.sub(r"\\\1", LINK_STARTS.sub(_joined, plain))
 
 
 PLOTLY_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
