@@ -43,5 +43,5 @@ def units_toggle(run: state.RunConfig) -> None:
                       "scaled by one factor, so they still add up.")
 
 
-def chart(figure: go.Figure) -> None:
-    st.plotly_chart(figure, config=CHART_CONFIG, theme=None)
+def chart(figure: go.Figure, key: str | None = None) -> None:
+    st.plotly_chart(figure, config=CHART_CONFIG, theme=None, key=key)

@@ -101,12 +101,37 @@ def patient_panel() -> None:
                    "to the width's change, and the waterfall shows the rest as 'not "
                    "attributed'. Calibration + instance = total still holds exactly.")
     glossary.how_to_read()
+    compare(position)
 
     st.subheader("Feature values")
     st.dataframe(cases.patient_table(results, position), hide_index=True,
                  column_config={c: st.column_config.NumberColumn(format="%.4g") for c in
                                 ("calibration-driven", "instance-driven", "total")})
     review_section(position, patient)
+
+
+def compare(position: int) -> None:
+    """Another patient's three panels and reading under this one's, on request."""
+    with st.expander("Compare with another patient", icon=":material/compare_arrows:"):
+        others = [i for i in positions if i != position]
+        if not others:
+            st.caption("There is no other patient to compare with.")
+            return
+        state.ensure_choice("compare_patient", others, others[0])
+        other = st.selectbox(
+            "Other patient", others, key="compare_patient",
+            format_func=lambda i: f"{report.patient_ids[i]} · width {e.width[i]:.4g} "
+                                  f"(percentile {ranks[i]:.0f})")
+        left, right = st.columns(2)
+        for side, column, shown in (("this", left, position), ("other", right, other)):
+            with column:
+                st.markdown(f"**{markdown_text(report.patient_ids[shown])}** · interval "
+                            f"[{shown_lower[shown]:.4g}, {shown_upper[shown]:.4g}]"
+                            + (" ✂" if clipped[shown] else "")
+                            + f" · width {e.width[shown]:.4g}")
+                widgets.chart(cases.bars_figure(results, shown), key=f"compare_{side}")
+                st.caption(markdown_text(cases.case_reading(results, shown,
+                                                            unit=outcome.unit)))
 
 
 def review_section(position: int, patient: str) -> None:
