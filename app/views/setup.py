@@ -105,8 +105,9 @@ with right:
     used_background = planning.background_size(options, n_train, plan.fast)
     if auto:
         # The size the run will use, not the manual setting (core caps it at the training rows).
-        st.number_input("Background rows (used)", value=used_background, disabled=True,
-                        key="background_used",
+        # Set each run: a keyed widget would keep its first value when the size changes.
+        st.session_state["background_used"] = used_background
+        st.number_input("Background rows (used)", disabled=True, key="background_used",
                         help="Training rows a removed feature is averaged over.")
     else:
         st.number_input("Background rows", min_value=1, max_value=5000, step=1,
