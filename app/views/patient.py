@@ -112,7 +112,8 @@ def patient_panel() -> None:
 
 def compare(position: int) -> None:
     """Another patient's three panels and reading under this one's, on request."""
-    with st.expander("Compare with another patient", icon=":material/compare_arrows:"):
+    # A toggle, not an expander: a folded expander still draws its two charts on every switch.
+    if st.toggle("Compare with another patient", key="compare_on"):
         others = [i for i in positions if i != position]
         if not others:
             st.caption("There is no other patient to compare with.")

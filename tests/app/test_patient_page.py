@@ -19,7 +19,7 @@ def heading(at) -> str:
 def test_patient_views() -> None:
     at = patient_page()
     assert errors(at) == []
-    assert len(at.get("plotly_chart")) == 4  # bars, waterfall, and the two compared
+    assert len(at.get("plotly_chart")) == 2  # side-by-side bars, waterfall
     assert heading(at) == "Why is patient P0004's interval this wide?"
     labels = [m.label for m in at.metric]
     assert labels[:3] == ["Prediction", "Interval (90%)", "Width"]
@@ -51,7 +51,7 @@ def test_log_units_toggle() -> None:
     at = patient_page()
     at.radio(key="units").set_value("log").run()
     assert errors(at) == []
-    assert len(at.get("plotly_chart")) == 4
+    assert len(at.get("plotly_chart")) == 2
 
 
 def test_the_reading_and_comparing_two_patients() -> None:
@@ -59,8 +59,8 @@ def test_the_reading_and_comparing_two_patients() -> None:
     paragraph = [m.value for m in at.markdown if "than for a typical patient" in m.value
                  or "about as wide as" in m.value]
     assert paragraph and "e-0" not in paragraph[0]
-    charts_before = len(at.get("plotly_chart"))
+    at.toggle(key="compare_on").set_value(True).run()
     at.selectbox(key="compare_patient").set_value(7).run()
     assert errors(at) == []
-    assert len(at.get("plotly_chart")) == charts_before  # both patients' panels, drawn
+    assert len(at.get("plotly_chart")) == 4  # and both patients' panels
     assert at.selectbox(key="compare_patient").value == 7
