@@ -108,6 +108,7 @@ with right:
         # Set each run: a keyed widget would keep its first value when the size changes.
         st.session_state["background_used"] = used_background
         st.number_input("Background rows (used)", disabled=True, key="background_used",
+                        min_value=1, step=1, format="%d",
                         help="Training rows a removed feature is averaged over.")
     else:
         st.number_input("Background rows", min_value=1, max_value=5000, step=1,

@@ -73,7 +73,7 @@ def upload(page, url: str, csv: Path) -> None:
 
 
 def shots(page, name: str) -> None:
-    """The page at both sizes, as the user sees it (the top of the page)."""
+    """The part of the page on screen, at both sizes."""
     for width, height in VIEWPORTS:
         page.set_viewport_size({"width": width, "height": height})
         page.wait_for_timeout(900)  # plotly redraws for the new width
@@ -182,6 +182,15 @@ def reading_checks(page, url: str, csv: Path) -> None:
         # Above the fold at 1440x900.
         expect(bars.locator("g.annotation", has_text=title)).to_be_in_viewport()
     shots(page, "patient")
+    page.locator(".st-key-compare_on label").click()
+    settle(page)
+    compared = page.locator(".st-key-compare_patient")
+    expect(compared).to_be_visible(timeout=STEP_TIMEOUT)
+    compared.scroll_into_view_if_needed()
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=STEP_TIMEOUT)
+    shots(page, "patient-compare")
+    page.locator(".st-key-compare_on label").click()
+    settle(page)
     open_page(page, "Cohort")
     shots(page, "cohort")
 
@@ -199,6 +208,9 @@ def reading_checks(page, url: str, csv: Path) -> None:
     expect(case_box).to_have_value(re.compile(rf"^{patient} · .* · reviewed$"),
                                    timeout=STEP_TIMEOUT)
     expect(metric(page, "Reviewed")).to_have_text("1")
+    page.get_by_test_id("stDataFrame").scroll_into_view_if_needed()
+    shots(page, "queue-after-marking")
+    page.get_by_test_id("stMain").evaluate("e => e.scrollTo(0, 0)")
     shots(page, "queue")
 
 
