@@ -219,13 +219,15 @@ def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, en
         textposition="outside", cliponaxis=False,
         increasing={"marker": {"color": WIDENS, "line": {"color": "#111111", "width": 1}}},
         decreasing={"marker": {"color": NARROWS, "line": {"color": "#111111", "width": 1}}},
-        totals={"marker": {"color": "#555555"}},
+        # The two levels (featureless, this patient) are outlined boxes, unlike any step.
+        totals={"marker": {"color": "#FFFFFF", "line": {"color": "#111111", "width": 2}}},
         connector={"line": {"color": "#999999", "dash": "dot"}},
         hovertemplate="%{y}: %{x:.4g}<extra></extra>",
     )
     layout = _layout(140 + ROW_HEIGHT * len(labels),
                      "From the featureless width to this patient's: one step per feature<br>"
-                     "<sup>dark step (+): widens · light step (−): narrows · axis from 0</sup>")
+                     "<sup>dark step (+): widens · light step (−): narrows · "
+                     "outlined: the two widths · axis from 0</sup>")
     layout["xaxis"].update(range=[low - pad, high + pad], title={"text": units})
     return _figure([trace], layout)
 

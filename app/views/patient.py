@@ -123,9 +123,9 @@ def compare(position: int) -> None:
             "Other patient", others, key="compare_patient",
             format_func=lambda i: f"{report.patient_ids[i]} · width {e.width[i]:.4g} "
                                   f"(percentile {ranks[i]:.0f})")
-        left, right = st.columns(2)
-        for side, column, shown in (("this", left, position), ("other", right, other)):
-            with column:
+        # One above the other: at half the page's width the three panels' titles collide.
+        for side, shown in (("this", position), ("other", other)):
+            with st.container(border=True):
                 st.markdown(f"**{markdown_text(report.patient_ids[shown])}** · interval "
                             f"[{shown_lower[shown]:.4g}, {shown_upper[shown]:.4g}]"
                             + (" ✂" if clipped[shown] else "")
