@@ -9,18 +9,21 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app import charts, export, summaries
+from app.reading import patient_reading
 from app.reviews import ReviewEvent
-from app.state import Results, units_label
+from app.state import Results, results_in_width_units, units_label
 from core import FAMILIES, MODELS
 from core.attribution import METHOD_LABELS
 
 
 def disagreements(results: Results, position: int) -> np.ndarray:
-    """Features whose calibration-driven and instance-driven parts have opposite signs."""
+    """Features whose calibration-driven and instance-driven parts have opposite signs (parts
+    under SIGN_CUT of the patient's largest attribution have none)."""
     d = results.report.explanation.decomposition
     scale = summaries.attribution_scale(d)[position:position + 1]
-    return summaries.opposite(summaries.signs(d.calibration[position:position + 1], scale),
-                              summaries.signs(d.instance[position:position + 1], scale))[0]
+    return summaries.opposite(
+        summaries.signs(d.calibration[position:position + 1], scale, summaries.SIGN_CUT),
+        summaries.signs(d.instance[position:position + 1], scale, summaries.SIGN_CUT))[0]
 
 
 def display_value(value: object) -> str:
@@ -39,12 +42,12 @@ def patient_table(results: Results, position: int) -> pd.DataFrame:
     report = results.report
     d = report.explanation.decomposition
     flags = disagreements(results, position)
-    values = report.feature_values.iloc[position]
+    order = charts.feature_order(d.total[position])  # the charts' order
     return pd.DataFrame({
         "feature": list(d.features),
         # As text: a column mixing numbers and category names cannot go to Arrow, and
         # Streamlit's fallback logs the offending cell value.
-        "value": [display_value(values[f]) for f in d.features],
+        "value": feature_texts(results, position),
         "calibration-driven": d.calibration[position],
         "instance-driven": d.instance[position],
         "total": d.total[position],
@@ -53,7 +56,13 @@ def patient_table(results: Results, position: int) -> pd.DataFrame:
                                ("instance", "instance-driven"), ("total", "total"))}
            if d.total_se is not None else {}),
         "signs differ": ["yes" if f else "" for f in flags],
-    })
+    }).iloc[order].reset_index(drop=True)
+
+
+def feature_texts(results: Results, position: int) -> list[str]:
+    """The patient's value of each feature, as text."""
+    values = results.report.feature_values.iloc[position]
+    return [display_value(values[f]) for f in results.report.explanation.decomposition.features]
 
 
 def bars_figure(results: Results, position: int) -> go.Figure:
@@ -63,7 +72,24 @@ def bars_figure(results: Results, position: int) -> go.Figure:
         units=units_label(results), disagree=disagreements(results, position),
         errors=None if d.total_se is None else (d.calibration_se[position],
                                                  d.instance_se[position], d.total_se[position]),
+        values=feature_texts(results, position),
     )
+
+
+def has_instance_part(results: Results) -> bool:
+    """False for a family whose width ignores the patient (absolute): the instance-driven part
+    is then zero for everyone."""
+    return bool(FAMILIES[results.config.options.family].instance_components)
+
+
+def case_reading(results: Results, position: int, unit: str = "") -> str:
+    """The patient's case in one paragraph, in width units whatever the units on show."""
+    width = results_in_width_units(results)
+    e = width.report.explanation
+    d = e.decomposition
+    return patient_reading(d.features, d.calibration[position], d.instance[position],
+                             d.total[position], float(e.width[position]), e.base_width,
+                             unit=unit, has_instance_part=has_instance_part(results))
 
 
 def waterfall_figure(results: Results, position: int) -> go.Figure:

@@ -1,9 +1,14 @@
 """Plotly figures for the dashboard: pure functions of arrays, no Streamlit.
 
-The calibration-driven and instance-driven views must be told apart without colour alone, so
-each view has its own labelled panel, its own fill pattern (hatching for calibration, dots for
-instance, solid for total) and a colour from the Okabe-Ito palette, which stays distinct under
-the common colour-vision deficiencies.
+One colour means one part in every chart: blue for calibration-driven, orange for
+instance-driven, grey for the total. Widening or narrowing is never a colour: it is the bar's
+direction from zero (and, in the waterfall, a dark or light grey step with a + or − label).
+The parts are also told apart without colour: each has its own labelled panel and fill
+pattern (hatching for calibration, dots for instance, solid for total), in Okabe-Ito colours,
+which stay distinct under the common colour-vision deficiencies.
+
+Every name from the user's data goes through `plotly_text`: plotly renders its HTML subset
+(`<a href>`, `<b>`, `<br>`) in labels, hover text and titles.
 """
 
 from __future__ import annotations
@@ -13,32 +18,42 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from app.text import plotly_labels, plotly_text
+
 VIEWS = ("calibration", "instance", "total")
 TITLES = {
     "calibration": "Calibration-driven",
     "instance": "Instance-driven",
     "total": "Total (= calibration + instance)",
 }
+"""Legend entries; the panels' titles are the short PANEL_TITLES."""
+PANEL_TITLES = {"calibration": "Calibration-driven", "instance": "Instance-driven",
+                "total": "Total"}
+LABEL_CHARACTERS = 26
+"""Longer feature names are cut with … on the axis (the hover shows them whole), so the three
+panels keep their room at 1280 px."""
 COLOURS = {"calibration": "#0072B2", "instance": "#E69F00", "total": "#555555"}
 PATTERNS = {"calibration": "/", "instance": ".", "total": ""}
-WIDENS, NARROWS = "#D55E00", "#0072B2"
+WIDENS, NARROWS = "#444444", "#C8C8C8"
+"""Waterfall steps: shades of the total's grey, so no part's colour means a direction."""
+PART_WORDS = {"calibration": "calibration-driven part (set by the calibration set)",
+              "instance": "instance-driven part (set by this patient's own values)",
+              "total": "total (calibration + instance)"}
 DISAGREE_MARK = "⇄"
 """Appended to a feature's label when its calibration and instance parts have opposite signs."""
 
 FONT = {"size": 13}
-ROW_HEIGHT = 30
+ROW_HEIGHT = 26
 
 
 def format_value(value: float) -> str:
-    """A signed number with as many digits as its size warrants."""
-    magnitude = abs(value)
-    if magnitude >= 1000:
-        return f"{value:+,.0f}"
-    if magnitude >= 10:
-        return f"{value:+.1f}"
-    if magnitude >= 0.01 or magnitude == 0:
-        return f"{value:+.3f}"
-    return f"{value:+.2e}"
+    """A signed number to three significant digits, never in e-notation (+12.4, −0.00267)."""
+    if value == 0:
+        return "0"
+    magnitude = abs(float(value))
+    text = (f"{magnitude:,.0f}" if magnitude >= 1000 else
+            np.format_float_positional(magnitude, precision=3, fractional=False, trim="-"))
+    return ("+" if value > 0 else "−") + text
 
 
 GRID = "#E5E5E5"
@@ -78,17 +93,40 @@ def _pattern(view: str) -> dict:
     return {"shape": shape, "fgcolor": "white", "fillmode": "overlay", "size": 7, "solidity": 0.35}
 
 
-def feature_order(*parts: np.ndarray) -> np.ndarray:
-    """Feature indices by the largest magnitude any view gives them, largest first.
-
-    Not by the total: a feature whose two parts cancel has a small total and is exactly the
-    one the side-by-side view is there to show.
-    """
-    stacked = np.abs(np.vstack([np.asarray(p, dtype=float) for p in parts]))
-    return np.argsort(-stacked.max(axis=0), kind="stable")
+def feature_order(total: np.ndarray) -> np.ndarray:
+    """Feature indices by |total|, largest first: the one order every chart of a page uses
+    (a feature whose parts cancel sits low, and the ⇄ mark points it out)."""
+    return np.argsort(-np.abs(np.asarray(total, dtype=float)), kind="stable")
 
 
-def _padded_limit(values: np.ndarray, share: float = 0.4) -> float:
+def tick_labels(names: Sequence[object]) -> list[str]:
+    """Axis labels for names from the data: escaped, long ones cut with … (unless cutting
+    would make two labels the same)."""
+    texts = [str(n) for n in names]
+    cut = [t if len(t) <= LABEL_CHARACTERS else t[:LABEL_CHARACTERS - 1] + "…" for t in texts]
+    if len(set(cut)) < len(set(texts)):
+        cut = texts
+    return plotly_labels(cut)
+
+
+def _direction(value: float) -> str:
+    return "widens the interval" if value > 0 else (
+        "narrows the interval" if value < 0 else "no effect")
+
+
+def _hover(feature: str, value_text: str | None, view: str, part: float,
+           se: float | None) -> str:
+    """Plain words for one bar: the feature's value, the part and its direction, the SE."""
+    lines = [f"<b>{plotly_text(feature)}</b>"
+             + (f" = {plotly_text(value_text)}" if value_text not in (None, "") else "")]
+    lines.append(f"{PART_WORDS[view]}: {format_value(part)} ({_direction(part)})")
+    if se is not None:
+        lines.append(f"sampling error ± {abs(se):.2g} (one standard error)")
+    return "<br>".join(lines)
+
+
+def _padded_limit(values: np.ndarray, share: float = 0.6) -> float:
+    """Room beyond the longest bar for its label, so the label never meets the tick labels."""
     biggest = float(np.max(np.abs(values))) if values.size else 0.0
     return biggest * (1 + share) if biggest > 0 else 1.0
 
@@ -96,49 +134,60 @@ def _padded_limit(values: np.ndarray, share: float = 0.4) -> float:
 def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance: np.ndarray,
                       total: np.ndarray, *, units: str, disagree: np.ndarray | None = None,
                       title: str | None = None,
-                      errors: Sequence[np.ndarray] | None = None) -> go.Figure:
-    """Three labelled panels sharing the feature axis and one value scale.
+                      errors: Sequence[np.ndarray] | None = None,
+                      values: Sequence[str] | None = None) -> go.Figure:
+    """Three labelled panels sharing the feature axis and one value scale, features by |total|.
 
     `errors`: Monte Carlo standard errors of a sampled method, (calibration, instance, total);
     drawn as ±2 SE whiskers so a bar that may not differ from zero is visible as such.
+    `values`: the patient's feature values as text, for the hover.
     """
     calibration, instance, total = (np.asarray(v, dtype=float) for v in
                                     (calibration, instance, total))
     disagree = np.zeros(len(features), bool) if disagree is None else np.asarray(disagree, bool)
-    order = feature_order(calibration, instance, total)
-    labels = [f"{features[j]} {DISAGREE_MARK}" if disagree[j] else str(features[j]) for j in order]
+    order = feature_order(total)
+    labels = tick_labels([f"{features[j]} {DISAGREE_MARK}" if disagree[j] else features[j]
+                          for j in order])
     limit = _padded_limit(np.concatenate([calibration, instance, total]))
     # Three x axes side by side over one y axis (what make_subplots builds, at a fraction of
     # its cost): the panels share the features and one value scale.
     domains = ((0.0, 0.3), (0.35, 0.65), (0.7, 1.0))
     traces, axes, titles = [], {}, []
-    for column, (view, values, domain) in enumerate(
+    for column, (view, part, domain) in enumerate(
             zip(VIEWS, (calibration, instance, total), domains, strict=True), start=1):
         suffix = "" if column == 1 else str(column)
         outline = [2.5 if disagree[j] and view != "total" else 0.5 for j in order]
-        whiskers = None
+        whiskers, se = None, None
         if errors is not None:
-            spread = 2 * np.asarray(errors[column - 1], dtype=float)[order]
-            whiskers = {"type": "data", "array": spread, "visible": True, "color": "#111111",
-                        "thickness": 1.2, "width": 4}
+            se = np.asarray(errors[column - 1], dtype=float)
+            whiskers = {"type": "data", "array": 2 * se[order], "visible": True,
+                        "color": "#111111", "thickness": 1.2, "width": 4}
+        hover = [_hover(features[j], None if values is None else values[j], view,
+                        float(part[j]), None if se is None else float(se[j])) for j in order]
         traces.append(dict(
-            type="bar", x=values[order], y=labels, orientation="h", name=TITLES[view],
-            error_x=whiskers,
+            type="bar", x=part[order], y=labels, orientation="h", name=TITLES[view],
+            error_x=whiskers, legendrank=column,
             xaxis=f"x{suffix}", yaxis="y",
             marker={"color": COLOURS[view], "pattern": _pattern(view),
                     "line": {"color": "#111111", "width": outline}},
-            text=[format_value(v) for v in values[order]], textposition="outside",
-            cliponaxis=False, textfont={"size": 12},
-            hovertemplate="%{y}: %{x:.4g}<extra>" + TITLES[view] + "</extra>",
+            # Beside a whisker the number would sit on it; the hover and the table give it.
+            text=None if se is not None else [format_value(v) for v in part[order]],
+            textposition="outside", cliponaxis=False, textfont={"size": 12},
+            customdata=hover, hovertemplate="%{customdata}<extra></extra>",
         ))
+        # One axis title under the middle panel: three would collide at 1280 px.
         axes[f"xaxis{suffix}"] = _axis(domain=domain, anchor="y", range=[-limit, limit],
                                        zeroline=True, zerolinewidth=1.5,
-                                       title={"text": units})
-        titles.append({"text": TITLES[view], "x": sum(domain) / 2, "y": 1.0, "xref": "paper",
+                                       title={"text": units if view == "instance" else ""})
+        titles.append({"text": PANEL_TITLES[view], "x": sum(domain) / 2, "y": 1.0, "xref": "paper",
                        "yref": "paper", "xanchor": "center", "yanchor": "bottom",
                        "showarrow": False, "font": {"size": 15}})
-    return _figure(traces, _layout(120 + ROW_HEIGHT * len(features), title, **axes,
-                                   annotations=titles))
+    layout = _layout(150 + ROW_HEIGHT * len(features), title,
+                     **axes, annotations=titles, showlegend=True,
+                     legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "bottom",
+                             "xanchor": "left", "yref": "container"})
+    layout["margin"]["b"] = 90
+    return _figure(traces, layout)
 
 
 def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, end: float, *,
@@ -150,29 +199,35 @@ def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, en
     efficient; exact and permutation Shapley are, so the steps end exactly at `end`.
     """
     total = np.asarray(total, dtype=float)
-    order = np.argsort(-np.abs(total), kind="stable")
-    labels = [start_label] + [str(features[j]) for j in order]
+    order = feature_order(total)
+    labels = [plotly_text(start_label), *tick_labels([features[j] for j in order])]
     steps = [float(start)] + [float(total[j]) for j in order]
     gap = float(end) - float(start) - float(total.sum())
     if abs(gap) > 1e-9 * max(abs(float(end)), 1.0):
         labels.append("not attributed")
         steps.append(gap)
-    labels.append(end_label)
+    labels.append(plotly_text(end_label))
     measure = ["absolute"] + ["relative"] * (len(steps) - 1) + ["total"]
     path = float(start) + np.concatenate([[0.0], np.cumsum(steps[1:])])
-    low, high = float(min(path.min(), end)), float(max(path.max(), end))
-    pad = 0.25 * (high - low) if high > low else max(abs(high), 1.0) * 0.1
+    # The axis includes 0, so a bar's length is the width itself, not a difference from an
+    # arbitrary start (widths are positive; log widths can be of either sign).
+    low, high = float(min(path.min(), end, 0.0)), float(max(path.max(), end, 0.0))
+    pad = 0.2 * (high - low) if high > low else 1.0
     text = ([f"{start:.4g}"] + [format_value(s) for s in steps[1:]] + [f"{end:.4g}"])
     trace = dict(
         type="waterfall", orientation="h", y=labels, x=[*steps, 0.0], measure=measure, text=text,
         textposition="outside", cliponaxis=False,
-        increasing={"marker": {"color": WIDENS}}, decreasing={"marker": {"color": NARROWS}},
-        totals={"marker": {"color": "#555555"}},
+        increasing={"marker": {"color": WIDENS, "line": {"color": "#111111", "width": 1}}},
+        decreasing={"marker": {"color": NARROWS, "line": {"color": "#111111", "width": 1}}},
+        # The two levels (featureless, this patient) are outlined boxes, unlike any step.
+        totals={"marker": {"color": "#FFFFFF", "line": {"color": "#111111", "width": 2}}},
         connector={"line": {"color": "#999999", "dash": "dot"}},
         hovertemplate="%{y}: %{x:.4g}<extra></extra>",
     )
     layout = _layout(140 + ROW_HEIGHT * len(labels),
-                     "Width waterfall: widening steps (+) and narrowing steps (−)")
+                     "From the featureless width to this patient's: one step per feature<br>"
+                     "<sup>dark step (+): widens · light step (−): narrows · "
+                     "outlined: the two widths · axis from 0</sup>")
     layout["xaxis"].update(range=[low - pad, high + pad], title={"text": units})
     return _figure([trace], layout)
 
@@ -203,10 +258,13 @@ def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float |
 
 def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, *,
                 view: str, units: str, title: str) -> go.Figure:
-    """One attribution vector as labelled horizontal bars in the view's colour and pattern."""
+    """One attribution vector as labelled horizontal bars in the view's colour and pattern.
+
+    `title` is the dashboard's own text (it may use plotly markup); names go in as labels."""
     values = np.asarray(values, dtype=float)
     trace = dict(
-        type="bar", x=values[order], y=[str(features[j]) for j in order], orientation="h",
+        type="bar", x=values[order], y=tick_labels([features[j] for j in order]),
+        orientation="h",
         marker={"color": COLOURS[view], "pattern": _pattern(view),
                 "line": {"color": "#111111", "width": 0.5}},
         text=[format_value(v) for v in values[order]], textposition="outside", cliponaxis=False,
@@ -223,10 +281,11 @@ def instance_distribution(features: Sequence[str], instance: np.ndarray, order: 
                           units: str) -> go.Figure:
     """Instance-driven attributions across patients: one box per feature."""
     instance = np.asarray(instance, dtype=float)
-    traces = [dict(type="box", x=instance[:, j], name=str(features[j]), orientation="h",
+    names = tick_labels([features[j] for j in order])
+    traces = [dict(type="box", x=instance[:, j], name=name, orientation="h",
                    boxpoints="outliers", marker={"color": COLOURS["instance"], "size": 4},
                    line={"color": "#8a5a00"}, fillcolor="rgba(230,159,0,0.35)")
-              for j in order]
+              for j, name in zip(order, names, strict=True)]
     layout = _layout(140 + ROW_HEIGHT * len(features),
                      "Instance-driven attributions across patients")
     layout["xaxis"].update(zeroline=True, zerolinewidth=1.5, title={"text": units})
@@ -236,7 +295,7 @@ def instance_distribution(features: Sequence[str], instance: np.ndarray, order: 
 def sign_disagreement_bars(features: Sequence[str], calibration_vs_instance: np.ndarray,
                            total_vs_instance: np.ndarray) -> go.Figure:
     """Share of patients whose views have opposite signs, per feature, in percent."""
-    names = [str(f) for f in features]
+    names = tick_labels(list(features))
     traces = []
     series = (
         ("calibration vs instance", calibration_vs_instance, COLOURS["calibration"], "/"),

@@ -13,7 +13,7 @@ import streamlit as st
 from streamlit.logger import get_logger
 
 from app import state
-from app.sources import markdown_text
+from app.text import markdown_text
 from core.errors import CpdecompError
 
 # Streamlit's handler and level (logger.level) for our own event logs (`upload.read rows=…`),

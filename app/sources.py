@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import re
 import tempfile
 import time
 import traceback
@@ -71,15 +70,6 @@ def keep_patient_data_out_of_streamlit_logs() -> None:
 
 
 keep_patient_data_out_of_streamlit_logs()  # every page imports this module via app.state
-
-MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]<>#|~:$])")
-"""What makes Markdown (and Streamlit's :emoji:, :color[...] and $math$) out of plain text."""
-
-
-def markdown_text(text: str) -> str:
-    """Text for a Streamlit element that renders Markdown (st.error, st.subheader, captions):
-    an uploaded file's name or a column name shows as written, never as a link or a format."""
-    return MARKDOWN_SPECIALS.sub(r"\\\1", text)
 
 ROLES = ("training", "calibration", "patients")
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app import sources
+from app import planning, sources
 from app.reviews import ReviewStore, configured_location
 from app.sources import Dataset
-from core import FAMILIES, Report, Study, StudyOptions, prepare_study
+from core import FAMILIES, Report, Study, StudyOptions, prepare_study, target_values
 from core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS
+from core.errors import CpdecompError
 from core.explainer import Progress
 from sample_data import SAMPLES
 
@@ -57,10 +58,17 @@ DEFAULTS: dict[str, object] = {
     "queue_unreviewed": False,
     "reviewer": "",
     "review_note": "",
+    "queue_features": [],
+    "outcome_low_on": False,
+    "outcome_low": 0.0,
+    "outcome_high_on": False,
+    "outcome_high": 1.0,
+    "outcome_unit": "",
+    "used_targets": [],
 }
 
 WIDGET_KEYS = (*DEFAULTS, "target_column", "id_column", "patient", "queue_threshold",
-               "review_patient")
+               "review_patient", "compare_patient", "compare_on")
 """Widget values that must survive switching pages (Streamlit drops a widget's state when a
 page without that widget runs, unless the value is re-assigned each run)."""
 
@@ -78,11 +86,19 @@ def init_session() -> None:
 
 
 def keep_widget_state() -> None:
-    """Re-assign widget values so that a page without the widget does not drop them."""
+    """Re-assign widget values so that a page without the widget does not drop them.
+
+    A fragment's rerun (the Patient panel) ends with Streamlit dropping the state of widgets
+    it did not draw, re-assigned or not; a plain copy, which is no widget's key, restores them.
+    """
     state = st.session_state
+    kept = state.setdefault("_kept_widget_values", {})
     for key in WIDGET_KEYS:
         if key in state:
+            kept[key] = state[key]
             state[key] = state[key]
+        elif key in kept:
+            state[key] = kept[key]
 
 
 def set_dataset(dataset: Dataset, origin: tuple[str, ...]) -> None:
@@ -91,7 +107,11 @@ def set_dataset(dataset: Dataset, origin: tuple[str, ...]) -> None:
     state["dataset"] = dataset
     state["dataset_origin"] = origin
     columns = dataset.columns
-    state["target_column"] = dataset.default_target or columns[-1]
+    # A bundled sample names its outcome; for an upload the column is chosen from the data
+    # (never an id, a 0/1 flag or a constant; a name used before wins).
+    target = dataset.default_target if origin[0] == "sample" else planning.choose_target(
+        source_table(dataset), state.get("used_targets", []))
+    state["target_column"] = target or columns[-1]
     state["id_column"] = dataset.default_id or NO_ID
     state["all_features"] = True
     state["features"] = []
@@ -101,10 +121,51 @@ def current_dataset() -> Dataset | None:
     return st.session_state.get("dataset")
 
 
+def source_table(dataset: Dataset):
+    """The table the target and features are chosen from (the training file, if separate)."""
+    return dataset.train if dataset.train is not None else dataset.patients
+
+
+def ensure_outcome_range(dataset: Dataset, target: str) -> None:
+    """Start the outcome's range from the training target when the data or target changed:
+    "never negative" when no value is below 0."""
+    state = st.session_state
+    if state.get("range_for") == (dataset.digest, target):
+        return
+    state["range_for"] = (dataset.digest, target)
+    try:
+        values = target_values(source_table(dataset), target)
+    except CpdecompError:
+        values = None
+    low = None if values is None else planning.inferred_lower_bound(values)
+    state["outcome_low_on"] = low is not None
+    state["outcome_low"] = 0.0 if low is None else low
+    state["outcome_high_on"] = False
+    state["outcome_inferred"] = low is not None
+
+
+def outcome_range(config: RunConfig) -> planning.OutcomeRange:
+    """What the run's outcome can be: as stated on the Data page, or inferred."""
+    state = st.session_state
+    dataset = state.get("run_dataset")
+    if dataset is not None:
+        ensure_outcome_range(dataset, config.options.target)
+    return planning.OutcomeRange(
+        low=float(state["outcome_low"]) if state.get("outcome_low_on") else None,
+        high=float(state["outcome_high"]) if state.get("outcome_high_on") else None,
+        unit=str(state.get("outcome_unit") or "").strip(),
+    )
+
+
 def ensure_choice(key: str, options: list, fallback: object) -> None:
     """Keep a select widget's stored value among its options (they change with the data)."""
     if st.session_state.get(key) not in options:
         st.session_state[key] = fallback if fallback in options else options[0]
+
+
+def ensure_list(key: str, options: list) -> None:
+    """Keep a multiselect's stored values among its options."""
+    st.session_state[key] = [v for v in st.session_state.get(key) or [] if v in options]
 
 
 def chosen_columns() -> tuple[str, str | None, tuple[str, ...] | None]:
@@ -241,6 +302,8 @@ def compute(config: RunConfig, dataset: Dataset,
 def remember_run(config: RunConfig, dataset: Dataset, timings: dict[str, float]) -> None:
     state = st.session_state
     state["last_run"] = config
+    used = [t for t in state.get("used_targets", []) if t != config.options.target]
+    state["used_targets"] = [*used, config.options.target][-8:]
     state["run_dataset"] = dataset
     state["run_timings"] = timings
 
@@ -276,6 +339,17 @@ def results(units: str | None = None) -> Results | None:
     handle = fitted_study(config.digest, config.options, dataset)
     report = handle.report(config.method, config.alpha, units, config.budget)
     return Results(config, handle.study, report, units)
+
+
+def results_in_width_units(shown: Results) -> Results:
+    """The same run in width units (the reading and the queue speak in widths)."""
+    if shown.units == "width":
+        return shown
+    handle = fitted_study(shown.config.digest, shown.config.options,
+                          st.session_state["run_dataset"])
+    report = handle.report(shown.config.method, shown.config.alpha, "width",
+                           shown.config.budget)
+    return Results(shown.config, shown.study, report, "width")
 
 
 def units_label(results: Results) -> str:

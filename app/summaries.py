@@ -16,7 +16,11 @@ from app.reviews import ReviewEvent
 from core import Decomposition, Report
 
 ZERO_SHARE = 1e-9
-"""An attribution smaller than this fraction of the patient's largest one has no sign."""
+"""An attribution smaller than this fraction of the patient's largest one is rounding noise."""
+
+SIGN_CUT = 0.02
+"""A part smaller than 2 % of the patient's largest attribution is too small to matter: it
+has no sign when disagreements are counted or marked ⇄ (stated beside the rates)."""
 
 TOTAL_TOP = 3
 """A driver that is not among the total view's top three widening features is hidden by it."""
@@ -49,10 +53,10 @@ def coverage(report: Report) -> Coverage:
     return Coverage(int(inside.sum()), int(known.sum()), target)
 
 
-def signs(values: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """-1, 0 or +1 per entry of (patients, features); entries within rounding of zero
-    (ZERO_SHARE of the patient's `scale`) count as 0, so float noise is not a sign."""
-    tolerance = ZERO_SHARE * np.asarray(scale, dtype=float)[:, None]
+def signs(values: np.ndarray, scale: np.ndarray, share: float = ZERO_SHARE) -> np.ndarray:
+    """-1, 0 or +1 per entry of (patients, features); entries within `share` of the patient's
+    `scale` count as 0, so float noise (or, with SIGN_CUT, a negligible part) is not a sign."""
+    tolerance = share * np.asarray(scale, dtype=float)[:, None]
     return np.where(np.abs(values) <= tolerance, 0, np.sign(values)).astype(int)
 
 
@@ -72,7 +76,7 @@ def sign_disagreement(report: Report) -> pd.DataFrame:
     e = report.explanation
     d = e.decomposition
     scale = attribution_scale(d)
-    s_c, s_i, s_t = (signs(v, scale) for v in (d.calibration, d.instance, d.total))
+    s_c, s_i, s_t = (signs(v, scale, SIGN_CUT) for v in (d.calibration, d.instance, d.total))
     n = max(len(e.width), 1)
     return pd.DataFrame({
         "feature": list(d.features),
@@ -81,9 +85,39 @@ def sign_disagreement(report: Report) -> pd.DataFrame:
     })
 
 
-def percentile_ranks(widths: np.ndarray) -> np.ndarray:
-    """Each width's percentile among all widths (share of patients with a width at most it)."""
+WIDTH_TIE = 1e-9
+"""Widths closer than this fraction of the largest width are the same width. Under the
+absolute family every width is 2q, yet rounding leaves a spread of ~1e-15; compared exactly,
+that spread flagged patients and split one histogram bar into many."""
+
+
+def comparable_widths(widths: np.ndarray) -> np.ndarray:
+    """Widths with near-ties made exact ties: each run of sorted widths whose steps are within
+    WIDTH_TIE of the largest width takes the run's first value. Flags, percentiles, the
+    histogram and the queue's order all compare these."""
     widths = np.asarray(widths, dtype=float)
+    if widths.size == 0:
+        return widths
+    tolerance = WIDTH_TIE * max(float(np.max(np.abs(widths))), np.finfo(float).tiny)
+    order = np.argsort(widths, kind="stable")
+    ordered = widths[order]
+    starts = np.concatenate([[True], np.diff(ordered) > tolerance])
+    snapped = ordered[np.flatnonzero(starts)[np.cumsum(starts) - 1]]
+    result = np.empty_like(widths)
+    result[order] = snapped
+    return result
+
+
+def widths_tied(widths: np.ndarray) -> bool:
+    """True when every patient has the same width (within WIDTH_TIE)."""
+    comparable = comparable_widths(widths)
+    return comparable.size > 0 and bool(np.all(comparable == comparable[0]))
+
+
+def percentile_ranks(widths: np.ndarray) -> np.ndarray:
+    """Each width's percentile among all widths (share of patients with a width at most it,
+    near-ties counted as ties)."""
+    widths = comparable_widths(widths)
     if widths.size == 0:
         return widths
     ordered = np.sort(widths)
@@ -93,8 +127,16 @@ def percentile_ranks(widths: np.ndarray) -> np.ndarray:
 def flag_threshold(widths: np.ndarray, rule: FlagRule, value: float) -> float:
     """The width above which a patient is flagged: a percentile of the widths, or `value`."""
     if rule == "percentile":
-        return float(np.percentile(np.asarray(widths, dtype=float), value))
+        return float(np.percentile(comparable_widths(widths), value))
     return float(value)
+
+
+def flagged_positions(widths: np.ndarray, threshold: float) -> np.ndarray:
+    """Patients whose width is above `threshold` by more than a near-tie."""
+    widths = comparable_widths(widths)
+    tolerance = WIDTH_TIE * max(float(np.max(np.abs(widths), initial=0.0)), abs(threshold),
+                                np.finfo(float).tiny)
+    return np.flatnonzero(widths > threshold + tolerance)
 
 
 @dataclass(frozen=True)
@@ -116,6 +158,12 @@ class Driver:
         if self.effect == "hides":
             return f"total hides {self.feature} ({self.view}): not in its top {TOTAL_TOP}"
         return ""
+
+    def short(self) -> str:
+        """A few words for the queue's column ("total hides s2"); describe() is the sentence."""
+        if self.feature is None or self.effect not in ("flips", "hides"):
+            return ""
+        return f"total {self.effect} {self.feature}"
 
 
 def top_driver(view: Literal["instance", "calibration"], features: tuple[str, ...],
@@ -154,21 +202,27 @@ def queue_frame(report: Report, positions: np.ndarray,
                 latest_reviews: Mapping[str, ReviewEvent]) -> pd.DataFrame:
     """One row per flagged patient: interval, drivers, total-view warning, review state.
 
-    latest_reviews maps a patient id (as text) to its latest review event.
+    latest_reviews maps a patient id (as text) to its latest review event. Widths are the
+    comparable ones (near-ties made ties), so the order and the shown width agree.
     """
     e = report.explanation
     ranks = percentile_ranks(e.width)
+    widths = comparable_widths(e.width)
     rows = []
     for i in positions:
         i = int(i)
         instance, calibration = patient_drivers(report, i)
         warnings = [w for w in (instance.describe(), calibration.describe()) if w]
+        short = [w for w in (instance.short(), calibration.short()) if w]
         patient = str(report.patient_ids[i])
         review = latest_reviews.get(patient)
+        reviewed = review is not None and review.status == "reviewed"
         rows.append({
             "position": i,
             "patient_id": patient,
-            "width": float(e.width[i]),
+            "width": float(widths[i]),
+            "status": "reviewed" if reviewed else "open",
+            "warnings": ", ".join(short),
             "width_percentile": float(ranks[i]),
             "prediction": float(e.prediction[i]),
             "lower": float(e.lower[i]),
@@ -178,12 +232,13 @@ def queue_frame(report: Report, positions: np.ndarray,
             "top_calibration_driver": calibration.feature or "",
             "calibration_part": calibration.value,
             "total_view": "; ".join(warnings) if warnings else "agrees",
-            "reviewed": review is not None and review.status == "reviewed",
+            "reviewed": reviewed,
             "note": review.note if review else "",
             "reviewer": review.reviewer if review else "",
             "reviewed_at": review.created_at if review else "",
         })
-    columns = ["position", "patient_id", "width", "width_percentile", "prediction", "lower",
+    columns = ["position", "patient_id", "width", "status", "warnings", "width_percentile",
+               "prediction", "lower",
                "upper", "top_instance_driver", "instance_part", "top_calibration_driver",
                "calibration_part", "total_view", "reviewed", "note", "reviewer", "reviewed_at"]
     return pd.DataFrame(rows, columns=columns)

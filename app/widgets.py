@@ -23,7 +23,8 @@ def require_results(offer_units: bool = True) -> state.Results:
         st.page_link("views/setup.py", label="Go to Setup", icon=":material/tune:")
         st.stop()
     if offer_units:
-        units_toggle(run)
+        with st.sidebar:  # beside the navigation: the page keeps its height for the charts
+            units_toggle(run)
     units = state.current_units(run) if offer_units else "width"
     with st.spinner(f"Explaining every patient in {UNIT_LABELS[units]}…"):
         results = state.results(units)
@@ -37,9 +38,10 @@ def units_toggle(run: state.RunConfig) -> None:
     if run.log_family:
         st.radio("Units", list(UNIT_LABELS), key="units", horizontal=True,
                  format_func=UNIT_LABELS.__getitem__,
-                 help="Multiplicative families split the log width exactly; in width units "
-                      "all three vectors are rescaled by one factor per patient.")
+                 help="Width units read like the interval itself. Log units are where this "
+                      "family's split is exact; in width units each patient's three parts are "
+                      "scaled by one factor, so they still add up.")
 
 
-def chart(figure: go.Figure) -> None:
-    st.plotly_chart(figure, config=CHART_CONFIG, theme=None)
+def chart(figure: go.Figure, key: str | None = None) -> None:
+    st.plotly_chart(figure, config=CHART_CONFIG, theme=None, key=key)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import charts, summaries, widgets
+from app import cases, charts, glossary, state, summaries, widgets
 from app.state import units_label
+from app.text import markdown_text
 
 st.title("Cohort")
 results = widgets.require_results()
@@ -23,7 +24,8 @@ cols[1].metric("Median width", f"{np.median(e.width):.4g}",
                delta=f"{np.median(e.width) - e.base_width:+.4g} vs featureless",
                delta_color="off", delta_arrow="off")
 cols[2].metric("Featureless width", f"{e.base_width:.4g}",
-               help="The width with every feature removed (masked over the background).")
+               help="The width for a patient about whom nothing is known (every feature left "
+                    "out).")
 if cover.n:
     cols[3].metric("Empirical coverage", f"{cover.rate:.1%}",
                    delta=f"{cover.rate - cover.target:+.1%} vs 1 − α = {cover.target:.0%}",
@@ -38,14 +40,36 @@ if cover.n:
                f"split conformal guarantees at least {cover.target:.0%} on average over "
                "calibration sets, so a small shortfall on few rows is expected noise.")
 
-widgets.chart(charts.width_histogram(e.width, base_width=e.base_width))
+widths = summaries.comparable_widths(e.width)
+tied = summaries.widths_tied(e.width)
+if not cases.has_instance_part(results):
+    st.info(f"Under the {config.options.family} family every patient's interval has the same "
+            "width: it is set by the calibration set alone. No feature of the patient changes "
+            "it, so there is no instance-driven part (it is zero for every feature) and the "
+            "total equals the calibration-driven part.")
+elif tied:
+    st.info("Every patient has the same width, so none stands out.")
+wider = float(np.mean(widths > e.base_width * (1 + summaries.WIDTH_TIE)))
+if not tied and wider > 0.5:
+    st.warning(f"For {wider:.0%} of patients the model's interval is wider than the featureless "
+               "one (what it would be knowing nothing about the patient): the features add "
+               "uncertainty more often than they remove it. A multiplicative family (gamma or "
+               "cqr-r), whose width scales with the prediction, may fit this outcome better.")
+outcome = state.outcome_range(config)
+clipped = outcome.clip(e.lower, e.upper)[2]
+if clipped.any():
+    st.caption(f"✂ {int(clipped.sum())} of {len(clipped)} intervals reach values the outcome "
+               f"cannot take ({outcome.describe()}) and are shown clipped on the Patient and "
+               "Review queue pages; widths and parts are those of the unclipped intervals.")
+
+widgets.chart(charts.width_histogram(widths, base_width=e.base_width))
 
 # On the additive scale the calibration-driven part is one vector for the whole cohort; in
 # width units a multiplicative family rescales it per patient, so the cohort sees its mean.
 spread = float(np.ptp(d.calibration, axis=0).max()) if len(d.calibration) else 0.0
 one_vector = spread <= 1e-9 * max(float(np.abs(d.calibration).max(initial=0.0)), 1.0)
 vector = d.calibration[0] if one_vector else d.calibration.mean(axis=0)
-order = charts.feature_order(vector, np.abs(d.instance).mean(axis=0))
+order = charts.feature_order(np.abs(d.total).mean(axis=0))  # one order for the page
 label = (f"α = {e.alpha:g} · calibration n = {e.n_calibration} · background "
          f"{e.background_size}")
 left, right = st.columns(2)
@@ -65,13 +89,14 @@ with right:
     st.caption("Each box spans the middle half of the patients; the whiskers and dots show "
                "the rest.")
 
-disagreement = summaries.sign_disagreement(report)
+disagreement = summaries.sign_disagreement(report).iloc[order]
 widgets.chart(charts.sign_disagreement_bars(
     disagreement["feature"], disagreement["calibration_vs_instance"],
     disagreement["total_vs_instance"]))
 st.caption("Calibration vs instance: the two parts pull in opposite directions. Total vs "
            "instance: the usual (total) attribution shows the patient's own effect with the "
-           "wrong sign.")
+           f"wrong sign. Parts smaller than {summaries.SIGN_CUT:.0%} of the patient's largest "
+           "attribution are too small to matter and are not counted.")
 st.dataframe(
     disagreement.assign(
         calibration_vs_instance=lambda f: (100 * f["calibration_vs_instance"]).round(1),
@@ -80,5 +105,15 @@ st.dataframe(
                       "total_vs_instance": "% total vs instance"}),
     hide_index=True,
 )
-st.caption(f"Setup: {config.options.model}, {config.options.family}, {config.method}; "
-           f"q̂ = {e.q_hat:.4g}; units: {units}.")
+glossary.how_to_read()
+with st.expander("Analyst's details"):
+    st.markdown(
+        f"Setup: {config.options.model}, {config.options.family}, {config.method}; "
+        f"q̂ = {e.q_hat:.4g}; units: {markdown_text(units)}. The featureless width is the "
+        f"width with every feature masked over the background ({e.background_size} training "
+        "rows). The calibration-driven part is the Shapley value of the calibration game "
+        "(coalitions of features masked in the calibration set's conformity scores, through "
+        "q̂); the instance-driven part is that of the instance game; on the family's additive "
+        "scale they add to the total exactly. Multiplicative families are exact in log units; "
+        "in width units all three vectors are rescaled by one logarithmic-mean factor per "
+        "patient.")

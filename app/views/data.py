@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app import sources, state
+from app import planning, sources, state
+from app.text import markdown_text
 from core import choose_columns, target_values
 from core.data import require_values, require_varied_target
 from core.errors import CpdecompError
@@ -32,13 +33,13 @@ def try_load(origin: tuple[str, ...], load: Callable[[], sources.Dataset]) -> No
         return
     refused = st.session_state.get("refused")
     if refused and refused[0] == origin:
-        st.error(sources.markdown_text(refused[1]))
+        st.error(markdown_text(refused[1]))
         return
     try:
         dataset = load()
     except CpdecompError as error:
         refuse(origin, str(error))
-        st.error(sources.markdown_text(str(error)))
+        st.error(markdown_text(str(error)))
         return
     state.set_dataset(dataset, origin)
 
@@ -81,7 +82,7 @@ dataset = state.current_dataset()
 if dataset is None:
     st.stop()
 
-st.subheader(f"Current data: {sources.markdown_text(dataset.name)}")
+st.subheader(f"Current data: {markdown_text(dataset.name)}")
 if dataset.description:
     st.caption(dataset.description)
 if dataset.separate:
@@ -99,7 +100,10 @@ else:
 st.subheader("Columns")
 columns = dataset.columns
 state.ensure_choice("target_column", columns, dataset.default_target)
-target = st.selectbox("Target (the outcome the model predicts)", columns, key="target_column")
+target = st.selectbox("Target (the outcome the model predicts)", columns, key="target_column",
+                      help="Chosen for you: the numeric column with the most distinct values "
+                           "that is not an id or a yes/no flag. Change it if the outcome is "
+                           "another column.")
 id_options = [state.NO_ID] + [c for c in dataset.id_choices if c != target]
 state.ensure_choice("id_column", id_options, dataset.default_id or state.NO_ID)
 st.selectbox("Patient id column", id_options, key="id_column",
@@ -114,15 +118,36 @@ if not st.session_state["all_features"]:
 
 target, id_column, features = state.chosen_columns()
 try:
-    source_table = dataset.train if dataset.train is not None else dataset.patients
+    source_table = state.source_table(dataset)
     choice = choose_columns(source_table, target, id_column, features)
-    require_varied_target(target_values(source_table, target), target)
+    values = target_values(source_table, target)
+    require_varied_target(values, target)
     require_values(source_table, choice.features)
 except CpdecompError as error:
-    st.error(sources.markdown_text(str(error)))
+    st.error(markdown_text(str(error)))
 else:
-    st.success(sources.markdown_text(
+    st.success(markdown_text(
         f"Target {choice.target!r}, {len(choice.features)} features, patients named by "
         f"{choice.id_column or 'row number'}."))
+    note = planning.target_note(values, target)
+    if note:
+        st.warning(markdown_text(note))
+
+    st.subheader("What the outcome can be")
+    state.ensure_outcome_range(dataset, target)
+    if st.session_state.get("outcome_inferred"):
+        st.caption("No training value of the target is below 0, so it is taken as never "
+                   "negative (a count, a length of stay); untick if it can be.")
+    low_on, low, high_on, high, unit = st.columns([1.3, 1, 1.3, 1, 1.4],
+                                                   vertical_alignment="bottom")
+    low_on.checkbox("Has a lowest value", key="outcome_low_on")
+    low.number_input("Lowest", key="outcome_low", disabled=not st.session_state["outcome_low_on"],
+                     format="%g", label_visibility="collapsed")
+    high_on.checkbox("Has a highest value", key="outcome_high_on")
+    high.number_input("Highest", key="outcome_high", format="%g", label_visibility="collapsed",
+                      disabled=not st.session_state["outcome_high_on"])
+    unit.text_input("Unit (e.g. days)", key="outcome_unit", max_chars=40)
+    st.caption("Intervals are shown clipped to this range and marked as clipped; the width and "
+               "its parts stay those of the model's unclipped interval.")
     st.page_link("views/setup.py", label="Next: set up the model and run",
                  icon=":material/arrow_forward:")

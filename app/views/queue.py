@@ -9,7 +9,7 @@ import streamlit as st
 
 from app import auth, cases, export, state, summaries, widgets
 from app.reviews import ReviewStore
-from app.sources import markdown_text
+from app.text import file_name_part, markdown_text
 from core.errors import CpdecompError
 
 logger = logging.getLogger("cpdecomp.app.queue")  # a page runs as __main__
@@ -45,9 +45,15 @@ with right:
         value = float(st.number_input("Width threshold", min_value=0.0, key="queue_threshold",
                                       format="%.4g"))
 threshold = summaries.flag_threshold(e.width, rule, value)  # type: ignore[arg-type]
-flagged = np.flatnonzero(e.width > threshold)
+flagged = summaries.flagged_positions(e.width, threshold)
 
 frame = summaries.queue_frame(report, flagged, latest)
+outcome = state.outcome_range(results.config)
+shown_lower, shown_upper, clipped = outcome.clip(e.lower, e.upper)
+positions_in_frame = frame["position"].to_numpy(dtype=int)
+frame["interval"] = [f"[{shown_lower[i]:.4g}, {shown_upper[i]:.4g}]" + (" ✂" if clipped[i]
+                                                                       else "")
+                     for i in positions_in_frame]
 cols = st.columns(4)
 cols[0].metric("Flagged", f"{len(frame)} of {len(e.width)}", help=f"width > {threshold:.4g}")
 cols[1].metric("Reviewed", f"{int(frame['reviewed'].sum())}")
@@ -56,46 +62,68 @@ cols[2].metric("Total view hides or flips a driver", f"{warned}")
 cols[3].metric("Threshold", f"{threshold:.4g}")
 
 if frame.empty:
-    if np.ptp(e.width) == 0:
-        st.info("Every patient has the same width under this family, so none stands out; "
-                "the calibration set alone sets the width.")
+    if summaries.widths_tied(e.width):
+        st.info("Every patient has the same width, so none stands out and the queue is "
+                "empty: under this family the calibration set alone sets the width.")
     else:
         st.info("No patient is above the threshold; lower it to fill the queue.")
     st.stop()
 
-a, b = st.columns([2, 1])
+a, b, c = st.columns([1.2, 2, 1], vertical_alignment="bottom")
 order = a.selectbox("Order", list(summaries.SORTS), key="queue_sort")
-b.checkbox("Only cases not reviewed", key="queue_unreviewed")
+drivers = sorted(set(frame["top_instance_driver"]) - {""})
+state.ensure_list("queue_features", drivers)
+b.multiselect("Cases where these features drive the width", drivers, key="queue_features",
+              placeholder="every feature",
+              help="Keeps the cases whose largest widening instance-driven part is one of "
+                   "these features.")
+c.checkbox("Only cases not reviewed", key="queue_unreviewed")
 shown = summaries.sort_queue(frame, order)
 if st.session_state["queue_unreviewed"]:
     shown = shown[~shown["reviewed"]]
+if st.session_state["queue_features"]:
+    shown = shown[shown["top_instance_driver"].isin(st.session_state["queue_features"])]
+# The calibration-driven driver is the same for every patient on the additive scale: said once
+# above the table, not repeated in a column.
+calibration_drivers = set(frame["top_calibration_driver"]) - {""}
+one_calibration_driver = len(calibration_drivers) <= 1
 st.dataframe(
     shown, hide_index=True,
     # What a clinician scans first on the left; the interval and the parts' sizes after.
-    column_order=["patient_id", "width", "width_percentile", "top_instance_driver",
-                  "top_calibration_driver", "total_view", "reviewed", "note", "prediction",
-                  "lower", "upper", "instance_part", "calibration_part", "reviewer",
-                  "reviewed_at"],
+    column_order=["patient_id", "width", "status", "reviewer", "note", "warnings",
+                  "top_instance_driver", "interval", "width_percentile", "instance_part",
+                  *([] if one_calibration_driver else ["top_calibration_driver"]),
+                  "prediction", "reviewed_at"],
     column_config={
-        "patient_id": "patient",
+        "patient_id": st.column_config.TextColumn("patient", pinned=True),
         "width": st.column_config.NumberColumn("width", format="%.4g"),
+        "status": st.column_config.TextColumn("status", help="reviewed, or open (not reviewed "
+                                                             "yet, or reopened)"),
+        "note": st.column_config.TextColumn("note", width="medium"),
+        "warnings": st.column_config.TextColumn(
+            "what the total view does", width="medium",
+            help="'total hides x': x widens this interval most, but the usual (total) "
+                 f"explanation does not list it among its top {summaries.TOTAL_TOP}. 'total "
+                 "flips x': the total shows x as narrowing although it widens. The full "
+                 "sentence is under 'Mark a case reviewed'."),
         "width_percentile": st.column_config.NumberColumn("percentile", format="%.0f"),
+        "interval": st.column_config.TextColumn(
+            "interval", help="✂: clipped to what the outcome can be; the width is the "
+                             "model's unclipped width."),
         "prediction": st.column_config.NumberColumn(format="%.4g"),
-        "lower": st.column_config.NumberColumn(format="%.4g"),
-        "upper": st.column_config.NumberColumn(format="%.4g"),
-        "top_instance_driver": "top instance-driven driver",
-        "instance_part": st.column_config.NumberColumn("its instance part", format="%.3g"),
-        "top_calibration_driver": "top calibration-driven driver",
-        "calibration_part": st.column_config.NumberColumn("its calibration part",
-                                                          format="%.3g"),
-        "total_view": "total view",
-        "reviewed": st.column_config.CheckboxColumn("reviewed"),
+        "top_instance_driver": st.column_config.TextColumn("widened most by",
+                                                           help="The feature whose own value "
+                                                                "widens this interval most."),
+        "instance_part": st.column_config.NumberColumn("by", format="%.3g"),
+        "top_calibration_driver": "widened most through the calibration set by",
+        "reviewed_at": "reviewed at",
     },
 )
-st.caption("A driver is the feature that widens the interval most in one view. The total view "
-           "flips it when it shows the feature as narrowing, and hides it when the feature is "
-           f"not among the total's top {summaries.TOTAL_TOP} widening features. Click a column "
-           "header to sort.")
+if one_calibration_driver and calibration_drivers:
+    feature = next(iter(calibration_drivers))
+    st.caption(markdown_text(
+        f"Through the calibration set, {feature} widens every flagged patient's interval most."))
+st.caption(f"{len(shown)} of {len(frame)} flagged cases shown. Click a column header to sort.")
 
 st.subheader("Mark a case reviewed")
 case_positions = [int(p) for p in summaries.sort_queue(frame, order)["position"]]
@@ -110,6 +138,9 @@ def case_label(position: int) -> str:
 
 
 position = st.selectbox("Case", case_positions, key="review_patient", format_func=case_label)
+case_row = frame.set_index("position").loc[position]
+if case_row["total_view"] != "agrees":
+    st.caption(markdown_text(f"What the total view does: {case_row['total_view']}."))
 st.text_area("Note", key="review_note", max_chars=4000,
              placeholder="What was checked, and what was decided")
 if signed_in is None:
@@ -182,9 +213,10 @@ c1, c2 = st.columns(2)
 c1.download_button("Queue with reviews (CSV)", key="download_queue_csv",
                    data=lambda: export.safe_csv(export_frame), file_name="review-queue.csv",
                    mime="text/csv", on_click="ignore", icon=":material/download:")
-c2.download_button(f"Case summary of {patient} (HTML)", key="download_case_html",
+c2.download_button(f"Case summary of {markdown_text(patient)} (HTML)", key="download_case_html",
                    data=lambda: cases.case_html(results, position, history),
-                   file_name=f"case-{patient}.html", mime="text/html", on_click="ignore",
+                   file_name=f"case-{file_name_part(patient)}.html", mime="text/html",
+                   on_click="ignore",
                    icon=":material/download:")
 st.caption("The CSV neutralises cells a spreadsheet would run as formulas; the HTML summary "
            "is one file that opens without network.")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import streamlit as st
 
-from app import sources, state
-from core import FAMILIES, MODELS
+from app import planning, state
+from app.text import markdown_text
+from core import FAMILIES, MODELS, target_values
 from core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
 from core.errors import CpdecompError
 
@@ -24,7 +26,7 @@ target, id_column, features = state.chosen_columns()
 n_features = len(features) if features else len(
     [c for c in dataset.columns if c not in (target, id_column)])
 # Names come from the uploaded file: shown as written, never as Markdown.
-st.caption(sources.markdown_text(
+st.caption(markdown_text(
     f"Data: {dataset.name} · target {target!r} · {n_features} features · patients named by "
     f"{id_column or 'row number'}"))
 
@@ -48,11 +50,29 @@ def confidence_changed() -> None:
 if abs(float(st.session_state["confidence"]) + float(st.session_state["alpha"]) - 1) > 1e-9:
     alpha_changed()
 
+source_table = state.source_table(dataset)
+try:
+    target_array = target_values(source_table, target)
+except CpdecompError as error:  # the Data page says what is wrong with the target
+    st.error(markdown_text(str(error)))
+    st.page_link("views/data.py", label="Back to Data", icon=":material/table:")
+    st.stop()
+note = planning.target_note(target_array, target)
+if note:
+    st.warning(markdown_text(note))
+family_options, family_note = planning.families_that_run(target_array)
+state.ensure_choice("cp_family", family_options, state.DEFAULTS["cp_family"])
+
 left, right = st.columns(2)
 with left:
     st.selectbox("Model", list(MODELS), key="model", format_func=lambda k: MODELS[k].label)
-    st.selectbox("Conformal family", list(FAMILIES), key="cp_family",
-                 format_func=lambda k: f"{k}: {FAMILIES[k].label}")
+    st.selectbox("Conformal family", family_options, key="cp_family",
+                 format_func=lambda k: f"{k}: {FAMILIES[k].label}",
+                 help="How the interval's width is made. absolute: the same width for every "
+                      "patient. normalized, gamma, cqr, cqr-r: a width that follows how hard "
+                      "the patient is to predict.")
+    if family_note:
+        st.caption(family_note)
     a, c = st.columns(2)
     a.number_input("Miscoverage α", min_value=0.01, max_value=0.5, step=0.01, format="%.2f",
                    key="alpha", on_change=alpha_changed,
@@ -69,14 +89,33 @@ with right:
     st.number_input(f"Budget ({budget.unit})" if budget else "Budget (not used by this method)",
                     min_value=budget.minimum(n_features) if budget else 1, max_value=100_000,
                     step=1, key="budget", disabled=budget is None,
-                    help="Sampling methods spend this many units; exact methods enumerate all "
-                         "coalitions and take no budget.")
+                    help="Sampling methods try this many feature combinations (more is slower "
+                         "and more precise); exact methods try them all and take no budget.")
     auto = st.checkbox("Choose the background size automatically", key="background_auto",
-                       help="Up to 1,000 training rows where masking is exact and cheap (tree "
-                            "models, linear), 64 where every row costs model evaluations.")
-    st.number_input("Background rows", min_value=1, max_value=5000, step=1, key="background",
-                    disabled=auto,
-                    help="Training rows averaged over when a feature is removed.")
+                       help="Up to 1,000 training rows for tree models and linear models, "
+                            "where this is cheap; 64 where every row costs model runs.")
+    options = state.run_config(dataset).options
+    plan = planning.masking_plan(options.model, options.family)
+    labelled = int((~np.isnan(target_array)).sum())
+    if dataset.separate:
+        n_train, n_explained = labelled, len(dataset.calibration) + len(dataset.patients)
+    else:
+        n_train, n_calibration, n_held_out = planning.split_sizes(labelled, options)
+        n_explained = n_calibration + n_held_out + (len(target_array) - labelled)
+    used_background = planning.background_size(options, n_train, plan.fast)
+    if auto:
+        # The size the run will use, not the manual setting (core caps it at the training rows).
+        # Set each run: a keyed widget would keep its first value when the size changes.
+        st.session_state["background_used"] = used_background
+        st.number_input("Background rows (used)", disabled=True, key="background_used",
+                        min_value=1, step=1, format="%d",
+                        help="Training rows a removed feature is averaged over.")
+    else:
+        st.number_input("Background rows", min_value=1, max_value=5000, step=1,
+                        key="background",
+                        help="Training rows a removed feature is averaged over.")
+        if int(st.session_state["background"]) > n_train:
+            st.caption(f"Only {n_train} training rows: all of them are used.")
     st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="seed")
 
 if budget is None:
@@ -91,6 +130,19 @@ st.caption(f"{note}, on the same coalitions for the calibration game (once) and 
            "so calibration + instance = total exactly. Changing α or the units later reuses the "
            "fitted models and the calibration game (the CQR families refit their quantile "
            "models for a new α).")
+if not plan.fast:
+    seconds = planning.brute_force_seconds(
+        plan, method, int(st.session_state["budget"]) if budget else None, n_features,
+        n_explained, used_background, options.seed)
+    expected = ("" if seconds is None else
+                f" Expected time on this machine: {planning.rounded_seconds(seconds)} "
+                f"({n_explained:,} rows × {used_background} background rows per feature "
+                "combination, at the measured model speed).")
+    st.warning(markdown_text(
+        f"{MODELS[options.model].label} with the {options.family} family has no fast exact "
+        "way to remove features: every removal runs the model on many mixed rows "
+        f"(brute force).{expected} A smaller background, a sampling method or another "
+        "family is faster."))
 
 if st.button("Run", key="run", type="primary", icon=":material/play_arrow:"):
     config = state.run_config(dataset)
@@ -113,7 +165,7 @@ if st.button("Run", key="run", type="primary", icon=":material/play_arrow:"):
         if failure is not None:
             status.update(label="Could not compute", state="error", expanded=False)
     if failure is not None:
-        st.error(sources.markdown_text(failure))
+        st.error(markdown_text(failure))
     else:
         state.remember_run(config, dataset, timings)
         st.rerun()  # draw the page (and the sidebar, drawn before it) with the new results
@@ -123,11 +175,11 @@ if run is not None:
     done = state.results(units="width")
     if done is not None:
         n = len(done.report.patient_ids)
-        st.success(f"Results for {n} patients ({sources.markdown_text(run.dataset_name)}; "
+        st.success(f"Results for {n} patients ({markdown_text(run.dataset_name)}; "
                    f"{run.options.model}, {run.options.family}, α = {run.alpha:g}, "
                    f"{run.method}).")
         if done.study.warnings:
-            st.warning("\n".join(f"- {w}" for w in done.study.warnings))
+            st.warning("\n".join(f"- {markdown_text(w)}" for w in done.study.warnings))
         timings = st.session_state.get("run_timings") or {}
         if timings:
             st.caption(f"Computed in {sum(timings.values()):.1f} s: "

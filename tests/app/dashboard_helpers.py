@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import io
+import re
+import string
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
+from app.text import WORD_JOINER
+
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "app" / "main.py"
 SAMPLE = ROOT / "sample_data" / "diabetes.csv"
+MARKDOWN_ESCAPE = re.compile("\\\\([" + re.escape(string.punctuation) + "])")
 
 
 def new_app() -> AppTest:
@@ -19,9 +24,14 @@ def new_app() -> AppTest:
     return at.run()
 
 
+def shown(markdown: str) -> str:
+    """The text a Markdown element shows: names from the data are backslash-escaped."""
+    return MARKDOWN_ESCAPE.sub(r"\1", markdown).replace(WORD_JOINER, "")
+
+
 def errors(at: AppTest) -> list[str]:
-    """Error boxes and uncaught exceptions on the current page."""
-    return [e.value for e in at.error] + [str(x.value) for x in at.exception]
+    """Error boxes and uncaught exceptions on the current page, as shown."""
+    return [shown(e.value) for e in at.error] + [str(x.value) for x in at.exception]
 
 
 def run_linear(at: AppTest, **settings: object) -> AppTest:

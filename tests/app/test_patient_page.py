@@ -52,3 +52,15 @@ def test_log_units_toggle() -> None:
     at.radio(key="units").set_value("log").run()
     assert errors(at) == []
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_the_reading_and_comparing_two_patients() -> None:
+    at = patient_page()
+    paragraph = [m.value for m in at.markdown if "than for a typical patient" in m.value
+                 or "about as wide as" in m.value]
+    assert paragraph and "e-0" not in paragraph[0]
+    at.toggle(key="compare_on").set_value(True).run()
+    at.selectbox(key="compare_patient").set_value(7).run()
+    assert errors(at) == []
+    assert len(at.get("plotly_chart")) == 4  # and both patients' panels
+    assert at.selectbox(key="compare_patient").value == 7

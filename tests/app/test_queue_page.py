@@ -92,3 +92,46 @@ def test_export_buttons_are_offered() -> None:
     at = queue_page()
     keys = {b.key for b in at.get("download_button")}
     assert {"download_queue_csv", "download_case_html"} <= keys
+
+
+def test_marking_changes_the_cases_row_at_once_and_the_table_leads_with_the_review() -> None:
+    at = queue_page()
+    patient = str(at.dataframe[0].value.iloc[0]["patient_id"])
+    assert at.dataframe[0].value.iloc[0]["status"] == "open"
+    at.text_input(key="reviewer").input("Dr. B")
+    at.text_area(key="review_note").input("seen")
+    at.button(key="mark_reviewed").click().run()
+    row = at.dataframe[0].value.set_index("patient_id").loc[patient]
+    assert (row["status"], row["reviewer"], row["note"]) == ("reviewed", "Dr. B", "seen")
+    order = at.dataframe[0].proto.column_order
+    assert list(order[:6]) == ["patient_id", "width", "status", "reviewer", "note", "warnings"]
+    assert "top_calibration_driver" not in order  # the same for everyone: said once
+    assert all(len(w) < 40 for w in at.dataframe[0].value["warnings"])  # short words
+
+
+def test_the_queue_filters_by_the_feature_that_drives_the_width() -> None:
+    at = queue_page()
+    table = at.dataframe[0].value
+    feature = table["top_instance_driver"].value_counts().index[0]
+    at.multiselect(key="queue_features").set_value([feature]).run()
+    shown = at.dataframe[0].value
+    assert errors(at) == []
+    # The frame holds every flagged case; the filter is in what is drawn.
+    assert any(f"of {len(table)} flagged cases shown" in c.value for c in at.caption)
+    expected = int((table["top_instance_driver"] == feature).sum())
+    assert any(c.value.startswith(f"{expected} of") for c in at.caption), [
+        c.value for c in at.caption]
+    assert len(shown) == expected
+
+
+def test_tied_widths_under_the_absolute_family_flag_nobody() -> None:
+    at = new_app()
+    at.switch_page("views/setup.py").run()
+    at.selectbox(key="cp_family").set_value("absolute").run()
+    at = run_linear(at)
+    at.switch_page("views/queue.py").run()
+    assert errors(at) == []
+    assert metric(at, "Flagged") == "0 of 111"
+    assert any("Every patient has the same width" in i.value for i in at.info)
+    at.switch_page("views/cohort.py").run()
+    assert any("no instance-driven part" in i.value for i in at.info)

@@ -76,3 +76,15 @@ def test_the_default_setup_runs_on_the_sample() -> None:
     run = at.session_state["last_run"]
     assert (run.options.model, run.options.background, run.method) == ("gbm", None, "exact")
     assert any("Results for 111 patients" in s.value for s in at.success)
+
+
+def test_the_background_shown_follows_the_model_and_family() -> None:
+    at = new_app()
+    at.switch_page("views/setup.py").run()
+    assert at.number_input(key="background_used").value == 221  # all training rows, tables
+    at.selectbox(key="cp_family").set_value("gamma").run()
+    assert at.number_input(key="background_used").value == 64  # brute force: kept small
+    assert any("brute force" in w.value and "Expected time" in w.value for w in at.warning)
+    at.selectbox(key="cp_family").set_value("normalized").run()
+    assert at.number_input(key="background_used").value == 221
+    assert not any("brute force" in w.value for w in at.warning)

@@ -33,7 +33,12 @@ def test_sign_disagreement_is_a_share_of_patients(report) -> None:
     d = report.explanation.decomposition
     frame = summaries.sign_disagreement(report)
     j = 2
-    expected = np.mean(np.sign(d.calibration[:, j]) * np.sign(d.instance[:, j]) < 0)
+    # Parts under SIGN_CUT of the patient's largest attribution have no sign.
+    scale = np.abs(np.stack([d.calibration, d.instance, d.total])).max(axis=(0, 2))
+    cut = summaries.SIGN_CUT * scale
+    c = np.where(np.abs(d.calibration[:, j]) <= cut, 0, np.sign(d.calibration[:, j]))
+    i = np.where(np.abs(d.instance[:, j]) <= cut, 0, np.sign(d.instance[:, j]))
+    expected = np.mean(c * i < 0)
     assert frame.loc[j, "calibration_vs_instance"] == pytest.approx(expected)
     assert frame[["calibration_vs_instance", "total_vs_instance"]].stack().between(0, 1).all()
 
@@ -75,12 +80,18 @@ def test_queue_frame_carries_drivers_and_the_latest_review(report) -> None:
         assert len(summaries.sort_queue(frame, order)) == len(frame)
 
 
-def test_the_order_puts_cancelling_features_first() -> None:
+def test_one_order_for_every_chart_by_the_patients_absolute_total() -> None:
     calibration = np.array([0.1, 5.0, -1.0])
     instance = np.array([0.2, -4.9, 0.5])
     total = calibration + instance
-    assert total[1] == pytest.approx(0.1)  # small total, large opposite parts
-    assert list(charts.feature_order(calibration, instance, total)) == [1, 2, 0]
+    assert total[1] == pytest.approx(0.1)  # small total, large opposite parts: marked ⇄
+    assert list(charts.feature_order(total)) == [2, 0, 1]
+    bars = charts.side_by_side_bars(["a", "b", "c"], calibration, instance, total,
+                                    units="width")
+    waterfall = charts.width_waterfall(["a", "b", "c"], total, 10.0, 10.0 + total.sum(),
+                                       units="width")
+    assert list(bars.data[0].y) == ["c", "a", "b"] == list(waterfall.data[0].y[1:4])
+    assert waterfall.layout.xaxis.range[0] <= 0  # the waterfall's axis starts at 0
 
 
 def test_side_by_side_bars_are_three_labelled_patterned_panels() -> None:
@@ -89,7 +100,8 @@ def test_side_by_side_bars_are_three_labelled_patterned_panels() -> None:
                                    units="width", disagree=np.array([True, True, False]))
     assert [t.name for t in fig.data] == [charts.TITLES[v] for v in charts.VIEWS]
     assert [t.marker.pattern.shape for t in fig.data] == ["/", ".", ""]
-    assert {a.text for a in fig.layout.annotations} == set(charts.TITLES.values())
+    assert {a.text for a in fig.layout.annotations} == set(charts.PANEL_TITLES.values())
+    assert fig.layout.showlegend  # the legend names each part in full
     assert "age ⇄" in fig.data[0].y and "bp" in fig.data[0].y
     ranges = {tuple(fig.layout[f"xaxis{s}"].range) for s in ("", "2", "3")}
     assert len(ranges) == 1  # one scale, so bars compare across panels

@@ -1,0 +1,226 @@
+"""What a run will do, said before Run: the target's fitness, the families that can run, the
+background size used, and whether the explanation falls to brute-force masking (and its cost).
+
+Everything is read from the data and from core's own components: whether masking has a fast
+path is asked of a small model fitted by core (`has_fast_path`), not of a table kept here.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core import FAMILIES, build_design, fit_system, split_rows
+from core.errors import CpdecompError
+from core.games.masking import has_fast_path
+from core.workflow import FAST_BACKGROUND, SLOW_BACKGROUND, StudyOptions
+
+FEW_VALUES = 10
+"""A target with fewer distinct values than this is a count or a grade more than a measure."""
+
+ID_NAMES = {"id", "patient", "patient_id", "subject", "subject_id", "mrn", "pid", "row",
+            "index", "record", "record_id"}
+
+
+# --- the target ---------------------------------------------------------------------------
+
+
+def _numeric(column: pd.Series) -> pd.Series | None:
+    """The column as numbers, or None when it is not a numeric (or boolean) column."""
+    if pd.api.types.is_bool_dtype(column):
+        return None
+    if not pd.api.types.is_numeric_dtype(column):
+        return None
+    return column.astype(float)
+
+
+def looks_like_id(name: str, column: pd.Series) -> bool:
+    """A column named like an identifier, or integers all distinct and in steps of one."""
+    lowered = str(name).strip().lower()
+    if lowered in ID_NAMES or lowered.endswith("_id") or lowered.endswith(" id"):
+        return True
+    values = _numeric(column)
+    if values is None:
+        return False
+    values = values.dropna()
+    if len(values) < 3 or not values.is_unique or not np.all(values == np.round(values)):
+        return False
+    ordered = np.sort(values.to_numpy())
+    return bool(np.all(np.diff(ordered) == 1))
+
+
+OUTCOME_NAMES = re.compile(r"^(y|outcome|target|response|label)$|outcome|stay|progression",
+                           re.IGNORECASE)
+"""Names that say "this is the outcome" (length of stay, disease progression)."""
+
+
+def choose_target(table: pd.DataFrame, used_before: Sequence[str] = ()) -> str | None:
+    """A sensible default target, among numeric columns that are not an id, a 0/1 flag or
+    constant: a name the user chose before, else a name that says it is an outcome, else the
+    column with the most distinct values (the last such column on ties: tables often end with
+    the outcome)."""
+    columns = [str(c) for c in table.columns]
+    fit = [name for name, column in zip(columns, table.columns, strict=True)
+           if _numeric(table[column]) is not None and table[column].nunique() > 2
+           and not looks_like_id(name, table[column])]
+    for name in reversed(list(used_before)):
+        if name in fit:
+            return name
+    named = [name for name in fit if OUTCOME_NAMES.search(name)]
+    if named:
+        return named[-1]
+    best, best_count = None, 2
+    for name, column in zip(columns, table.columns, strict=True):
+        count = int(table[column].nunique())
+        if name in fit and count >= best_count:
+            best, best_count = name, count
+    return best
+
+
+def target_note(values: np.ndarray, target: str) -> str | None:
+    """A warning for a target that is a yes/no flag or has few distinct values, else None."""
+    known = values[~np.isnan(values)]
+    distinct = np.unique(known)
+    if len(distinct) == 2:
+        return (f"The target {target!r} has only two values: it is a yes/no flag, not a "
+                "measured outcome. An interval for it (e.g. [−0.3, 1.2]) is hard to read; "
+                "choose a measured outcome if there is one.")
+    if 2 < len(distinct) < FEW_VALUES:
+        return (f"The target {target!r} has only {len(distinct)} distinct values. Intervals "
+                "will be coarse; check that this is the outcome you mean.")
+    return None
+
+
+# --- the outcome's range -----------------------------------------------------------------
+
+
+def inferred_lower_bound(values: np.ndarray) -> float | None:
+    """0 when the training target is never negative (a count, a length of stay), else None."""
+    known = values[~np.isnan(values)]
+    return 0.0 if known.size and float(known.min()) >= 0 else None
+
+
+@dataclass(frozen=True)
+class OutcomeRange:
+    """What the outcome can be, as the user stated it (or as inferred); None: unbounded."""
+
+    low: float | None = None
+    high: float | None = None
+    unit: str = ""
+
+    def clip(self, lower: np.ndarray, upper: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Display bounds clipped to the range, and which intervals were clipped."""
+        lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+        low = -np.inf if self.low is None else self.low
+        high = np.inf if self.high is None else self.high
+        shown_lower, shown_upper = np.clip(lower, low, high), np.clip(upper, low, high)
+        clipped = (shown_lower != lower) | (shown_upper != upper)
+        return shown_lower, shown_upper, clipped
+
+    def describe(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"between {self.low:g} and {self.high:g}"
+        if self.low is not None:
+            return f"never below {self.low:g}"
+        if self.high is not None:
+            return f"never above {self.high:g}"
+        return "any value"
+
+
+# --- families -----------------------------------------------------------------------------
+
+
+def families_that_run(values: np.ndarray) -> tuple[list[str], str | None]:
+    """The families this target allows, and why any are left out (None when all run)."""
+    known = values[~np.isnan(values)]
+    not_positive = int((known <= 0).sum())
+    if not_positive == 0:
+        return list(FAMILIES), None
+    offered = [name for name in FAMILIES if name != "gamma"]
+    return offered, (f"The gamma family is not offered: {not_positive:,} of {known.size:,} rows "
+                     "have a target of 0 or below, and it needs a positive target. "
+                     f"These families work: {', '.join(offered)}.")
+
+
+# --- the masking path and the background ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MaskingPlan:
+    """How features will be removed for a (model, family) pair, measured on a small fit."""
+
+    fast: bool
+    rows_per_second: float
+    """Brute-force model rows per second, measured on the probe's slow components."""
+    slow_components: int
+
+
+PROBE_ROWS = 60
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def masking_plan(model: str, family: str) -> MaskingPlan:
+    """Fit the pair on a small synthetic table and ask core whether masking has a fast path.
+
+    The answer depends on the kind of each component (tree tables, a closed form), not on the
+    data; the speed of a brute-force model row is measured on the same components.
+    """
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(PROBE_ROWS, 3))
+    y = np.exp(0.3 * x[:, 0]) + rng.uniform(0.5, 1.0, PROBE_ROWS)  # positive, for gamma
+    table = pd.DataFrame(x, columns=["a", "b", "c"])
+    system = fit_system(table, y, family=family, model=model, seed=0)
+    # The point model rides along with the components (gamma's f is the point model itself).
+    components = {id(c): c for c in (system.point, *system.components.values())}
+    slow = [c for c in components.values() if not has_fast_path(c)]
+    if not slow:
+        return MaskingPlan(True, float("inf"), 0)
+    rows = rng.normal(size=(20_000, 3))
+    start = time.perf_counter()
+    for component in slow:
+        component.predict(rows)
+    elapsed = max(time.perf_counter() - start, 1e-6)
+    return MaskingPlan(False, len(slow) * len(rows) / elapsed, len(slow))
+
+
+def split_sizes(n_labelled: int, options: StudyOptions) -> tuple[int, int, int]:
+    """Training, calibration and held-out rows of the seeded split core will make."""
+    parts = split_rows(n_labelled, options.split, options.seed)
+    return len(parts[0]), len(parts[1]), len(parts[2])
+
+
+def background_size(options: StudyOptions, n_train: int, fast: bool) -> int:
+    """The background rows a run will use: the chosen size, or core's automatic one, at most
+    the training rows (core uses them all when there are fewer)."""
+    chosen = options.background
+    if chosen is None:
+        chosen = FAST_BACKGROUND if fast else SLOW_BACKGROUND
+    return min(chosen, n_train)
+
+
+def brute_force_seconds(plan: MaskingPlan, method: str, budget: int | None, n_features: int,
+                        n_rows: int, background: int, seed: int) -> float | None:
+    """Expected seconds of brute-force masking: coalitions x explained rows x background
+    model rows at the measured speed (None when the design cannot be built)."""
+    if plan.fast:
+        return 0.0
+    try:
+        coalitions = len(build_design(method, n_features, budget, seed).coalitions)
+    except CpdecompError:
+        return None
+    return coalitions * n_rows * background / plan.rows_per_second
+
+
+def rounded_seconds(seconds: float) -> str:
+    if seconds < 60:
+        return f"about {max(seconds, 1):.0f} s"
+    if seconds < 3600:
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.1f} h"
