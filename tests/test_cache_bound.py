@@ -3,6 +3,7 @@ files first (a read counts as a use), and `cpdecomp cache info` shows size, boun
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -25,14 +26,23 @@ def game(i: int) -> np.ndarray:
     return np.full(N, float(i))
 
 
+def key(name: str) -> str:
+    """A cache key of the shape content_digest gives (40 hex digits): the cache manages, and
+    clears, only files named so."""
+    return hashlib.sha1(name.encode()).hexdigest()
+
+
+NAMES = {key(f"g{i}"): f"g{i}" for i in range(10)} | {key("g"): "g"}
+
+
 def file_bytes(tmp_path: Path) -> int:
     probe = GameCache(tmp_path / "probe")
-    probe.put("probe", game(0))
-    return (tmp_path / "probe" / "probe.npy").stat().st_size
+    probe.put(key("probe"), game(0))
+    return (tmp_path / "probe" / f"{key('probe')}.npy").stat().st_size
 
 
 def stored(directory: Path) -> set[str]:
-    return {p.stem for p in directory.glob("*.npy")}
+    return {NAMES[p.stem] for p in directory.glob("*.npy")}
 
 
 def test_the_disk_cache_evicts_the_least_recently_used_at_its_bound(tmp_path) -> None:
@@ -40,17 +50,17 @@ def test_the_disk_cache_evicts_the_least_recently_used_at_its_bound(tmp_path) ->
     directory = tmp_path / "cache"
     cache = GameCache(directory, disk_bytes=3 * size)
     for i in range(3):
-        cache.put(f"g{i}", game(i))
+        cache.put(key(f"g{i}"), game(i))
     assert stored(directory) == {"g0", "g1", "g2"}  # exactly at the bound: all kept
     # A new process (nothing in memory) reads g0 from disk: g0 becomes the most recent.
     reader = GameCache(directory, disk_bytes=3 * size)
-    np.testing.assert_array_equal(reader.get("g0"), game(0))
-    reader.put("g3", game(3))
+    np.testing.assert_array_equal(reader.get(key("g0")), game(0))
+    reader.put(key("g3"), game(3))
     assert stored(directory) == {"g0", "g2", "g3"}  # g1 was the least recently used
-    reader.put("g4", game(4))
+    reader.put(key("g4"), game(4))
     assert stored(directory) == {"g0", "g3", "g4"}
     assert reader.disk_size() == 3 * size <= reader.disk_bytes
-    np.testing.assert_array_equal(GameCache(directory).get("g4"), game(4))
+    np.testing.assert_array_equal(GameCache(directory).get(key("g4")), game(4))
 
 
 def test_a_game_larger_than_the_bound_stays_in_memory(tmp_path) -> None:
@@ -62,7 +72,7 @@ def test_a_game_larger_than_the_bound_stays_in_memory(tmp_path) -> None:
 
 def test_a_bound_of_zero_keeps_nothing_on_disk(tmp_path) -> None:
     cache = GameCache(tmp_path, disk_bytes=0)
-    cache.put("g", game(1))
+    cache.put(key("g"), game(1))
     assert stored(tmp_path) == set()
 
 
@@ -71,9 +81,9 @@ def test_a_lowered_bound_evicts_on_the_next_write(tmp_path) -> None:
     directory = tmp_path / "cache"
     roomy = GameCache(directory, disk_bytes=10 * size)
     for i in range(6):
-        roomy.put(f"g{i}", game(i))
+        roomy.put(key(f"g{i}"), game(i))
     tight = GameCache(directory, disk_bytes=2 * size)
-    tight.put("g6", game(6))
+    tight.put(key("g6"), game(6))
     assert stored(directory) == {"g5", "g6"}
 
 
@@ -113,7 +123,7 @@ def test_cache_info_shows_size_bound_and_entries(capsys, tmp_path, monkeypatch) 
     monkeypatch.setenv(CACHE_MAX_BYTES_ENV, str(3 * 2**20))
     cache = GameCache(directory)
     for i in range(2):
-        cache.put(f"g{i}", game(i))
+        cache.put(key(f"g{i}"), game(i))
     err = run_ok(capsys, "cache", "info")
     assert err.strip() == (
         f"2 cached calibration games, {2 * size / 2**20:.1f} MiB of at most 3.0 MiB "

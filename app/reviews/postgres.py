@@ -82,7 +82,11 @@ its severity word localised; errors of the network ("Connection refused", "timeo
 an unknown host) have no such part. Connection errors carry no SQLSTATE to tell them apart."""
 
 
-class DatabaseBusy(psycopg.OperationalError):
+# Without the [postgres] extra the module still imports (the store then refuses by name).
+_OperationalError: type[Exception] = Exception if psycopg is None else psycopg.OperationalError
+
+
+class DatabaseBusy(_OperationalError):  # type: ignore[valid-type,misc]
     """No connection became free within WAIT_FOR_SLOT seconds."""
 
 
