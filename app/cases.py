@@ -70,8 +70,8 @@ def bars_figure(results: Results, position: int) -> go.Figure:
     return charts.side_by_side_bars(
         d.features, d.calibration[position], d.instance[position], d.total[position],
         units=units_label(results), disagree=disagreements(results, position),
-        errors=None if d.total_se is None else (d.calibration_se[position],
-                                                 d.instance_se[position], d.total_se[position]),
+        errors=None if (d.total_se is None or d.calibration_se is None or d.instance_se is None)
+        else (d.calibration_se[position], d.instance_se[position], d.total_se[position]),
         values=feature_texts(results, position),
     )
 

@@ -22,6 +22,7 @@ from app.reviews import ReviewStore, configured_location
 from app.sources import Dataset
 from core import FAMILIES, Report, Study, StudyOptions, prepare_study, target_values
 from core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS
+from core.decomposition import Units
 from core.errors import CpdecompError
 from core.explainer import Progress
 from sample_data import SAMPLES
@@ -229,7 +230,7 @@ class StudyHandle:
         # asking for the same report should compute it once.
         self._lock = threading.Lock()
 
-    def report(self, method: str, alpha: float, units: str, budget: int | None,
+    def report(self, method: str, alpha: float, units: Units, budget: int | None,
                progress: Progress | None = None) -> Report:
         """Every patient explained under one configuration, computed once."""
         key = (method, alpha, units, budget)
@@ -246,7 +247,7 @@ class StudyHandle:
                         progress=progress)
             return self._reports[key]
 
-    def has_report(self, method: str, alpha: float, units: str, budget: int | None) -> bool:
+    def has_report(self, method: str, alpha: float, units: Units, budget: int | None) -> bool:
         return (method, alpha, units, budget) in self._reports
 
     def warm_calibration(self, method: str, alpha: float, budget: int | None) -> None:
@@ -322,23 +323,22 @@ class Results:
         return self.config.dataset_key
 
 
-def current_units(config: RunConfig) -> str:
+def current_units(config: RunConfig) -> Units:
     """Log units only where the family is multiplicative."""
-    units = str(st.session_state.get("units", "width"))
-    return units if config.log_family and units in ("width", "log") else "width"
+    return "log" if config.log_family and st.session_state.get("units") == "log" else "width"
 
 
-def results(units: str | None = None) -> Results | None:
+def results(units: Units | None = None) -> Results | None:
     """The last successful run, explained in `units` (default: the units toggle)."""
     state = st.session_state
     config: RunConfig | None = state.get("last_run")
     dataset: Dataset | None = state.get("run_dataset")
     if config is None or dataset is None:
         return None
-    units = units or current_units(config)
+    shown: Units = units or current_units(config)
     handle = fitted_study(config.digest, config.options, dataset)
-    report = handle.report(config.method, config.alpha, units, config.budget)
-    return Results(config, handle.study, report, units)
+    report = handle.report(config.method, config.alpha, shown, config.budget)
+    return Results(config, handle.study, report, shown)
 
 
 def results_in_width_units(shown: Results) -> Results:

@@ -56,21 +56,23 @@ elif source == "upload":
     upload = st.file_uploader("Patients table (CSV or Parquet)", type=sources.UPLOAD_TYPES,
                               key="upload")
     if upload is not None:
+        chosen = upload
         # Keyed by Streamlit's id of this upload, not by a hash of its bytes: hashing up to the
         # upload cap on every rerun of this page would cost more than the page itself.
-        try_load(("upload", upload.file_id),
-                 lambda: sources.single_upload(upload.name, upload.getvalue(), limits))
+        try_load(("upload", chosen.file_id),
+                 lambda: sources.single_upload(chosen.name, chosen.getvalue(), limits))
     else:
         st.info("Upload a table with one row per patient: a numeric target column and feature "
                 "columns. Rows are split into training, calibration and patients to explain.")
 else:
-    columns = st.columns(3)
-    files = []
-    for column, role in zip(columns, sources.ROLES, strict=True):
-        with column:
-            files.append(st.file_uploader(f"{role.capitalize()} file", key=f"upload_{role}",
+    slots = st.columns(3)
+    given = []
+    for slot, role in zip(slots, sources.ROLES, strict=True):
+        with slot:
+            given.append(st.file_uploader(f"{role.capitalize()} file", key=f"upload_{role}",
                                           type=sources.UPLOAD_TYPES))
-    if all(f is not None for f in files):
+    files = [f for f in given if f is not None]
+    if len(files) == len(given):
         try_load(("separate", *(f.file_id for f in files)),
                  lambda: sources.separate_uploads([(f.name, f.getvalue()) for f in files],
                                                   limits))
@@ -100,18 +102,20 @@ else:
 st.subheader("Columns")
 columns = dataset.columns
 state.ensure_choice("target_column", columns, dataset.default_target)
-target = st.selectbox("Target (the outcome the model predicts)", columns, key="target_column",
+st.selectbox("Target (the outcome the model predicts)", columns, key="target_column",
                       help="Chosen for you: the numeric column with the most distinct values "
                            "that is not an id or a yes/no flag. Change it if the outcome is "
                            "another column.")
-id_options = [state.NO_ID] + [c for c in dataset.id_choices if c != target]
+id_options = [state.NO_ID] + [c for c in dataset.id_choices
+                              if c != st.session_state["target_column"]]
 state.ensure_choice("id_column", id_options, dataset.default_id or state.NO_ID)
 st.selectbox("Patient id column", id_options, key="id_column",
              help="Names the patients in the views, the queue and the reviews.")
 st.checkbox("Use every other column as a feature", key="all_features")
 if not st.session_state["all_features"]:
     id_column = st.session_state["id_column"]
-    feature_options = [c for c in columns if c not in (target, id_column)]
+    feature_options = [c for c in columns
+                       if c not in (st.session_state["target_column"], id_column)]
     st.session_state["features"] = [f for f in st.session_state.get("features", [])
                                     if f in feature_options]
     st.multiselect("Features", feature_options, key="features")

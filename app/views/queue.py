@@ -9,6 +9,7 @@ import streamlit as st
 
 from app import auth, cases, export, state, summaries, widgets
 from app.reviews import ReviewStore
+from app.reviews.events import Status
 from app.text import file_name_part, markdown_text
 from core.errors import CpdecompError
 
@@ -25,7 +26,7 @@ key = results.dataset_key
 
 try:
     store: ReviewStore | None = state.review_store()
-    latest = store.latest(key)
+    latest = store.latest(key) if store is not None else {}
 except CpdecompError as error:
     st.error(markdown_text(str(error)))
     store, latest = None, {}
@@ -153,7 +154,7 @@ else:
         auth.sign_out_button()
 
 
-def save(status: str) -> None:
+def save(status: Status) -> None:
     """Record a review event; runs before the rerun, so the note box can be cleared."""
     if store is None:
         return
@@ -201,8 +202,8 @@ st.markdown(f"**History of case {markdown_text(patient)}**")
 if history:
     for event in reversed(history):
         # st.text, not markdown: notes and names are free text typed by users.
-        who = f" by {event.reviewer}" if event.reviewer else ""
-        st.text(f"{event.created_at} · {event.status}{who}" +
+        by = f" by {event.reviewer}" if event.reviewer else ""
+        st.text(f"{event.created_at} · {event.status}{by}" +
                 (f" · {event.note}" if event.note else ""))
 else:
     st.caption("No reviews yet.")

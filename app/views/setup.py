@@ -97,7 +97,7 @@ with right:
     options = state.run_config(dataset).options
     plan = planning.masking_plan(options.model, options.family)
     labelled = int((~np.isnan(target_array)).sum())
-    if dataset.separate:
+    if dataset.calibration is not None:  # separate files: no split
         n_train, n_explained = labelled, len(dataset.calibration) + len(dataset.patients)
     else:
         n_train, n_calibration, n_held_out = planning.split_sizes(labelled, options)
