@@ -29,6 +29,7 @@ import joblib
 from core.attribution import METHOD_BUDGETS, METHODS, build_design
 from core.conformal import FAMILIES, alpha_fraction
 from core.data import parse_split
+from core.decomposition import check_units
 from core.errors import CpdecompError
 from core.games import MASKING_PATHS
 from core.games.cache import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, shared_cache
@@ -319,11 +320,7 @@ def model_files(specs: list[str]) -> dict[str, object]:
 def run_explain(args: argparse.Namespace, console: Console) -> str:
     started = time.perf_counter()
     output_format(args.out, args.format)  # fail before any work
-    if args.scale == "log" and FAMILIES[args.family].scale != "log":
-        raise CpdecompError(
-            f"--scale log applies to the log-scale families (normalized, gamma, cqr-r); "
-            f"{args.family} attributions are in width units already"
-        )
+    check_units(FAMILIES[args.family].scale, args.scale, args.family)  # before any work
     # A trial design: refuses an unknown or non-decomposable method with the reason, and a
     # method whose extra is missing (shap) before the data is read and the model fitted.
     build_design(args.method, 2)

@@ -8,13 +8,23 @@ from typing import Literal
 import numpy as np
 
 from core.attribution import Design
-from core.conformal import Scale
+from core.conformal import FAMILIES, Scale
+from core.errors import CpdecompError
 from core.typing import FloatArray
 
 Units = Literal["width", "log"]
 
 ADDITIVITY_TOLERANCE = 1e-8
 """The engine refuses a result whose |φ_T - φ_C - φ_I| exceeds this fraction of the width."""
+
+
+def check_units(scale: Scale, units: str, family: str = "this family") -> None:
+    """Log units exist on the log scale only: an identity family's attributions are width
+    units already (the one home of this rule; the CLI, the explainer and reports ask it)."""
+    if units == "log" and scale != "log":
+        log_families = ", ".join(name for name, f in FAMILIES.items() if f.scale == "log")
+        raise CpdecompError(f"log units apply to the log-scale families ({log_families}); "
+                            f"{family} attributions are in width units already")
 
 
 class AdditivityError(RuntimeError):
@@ -52,6 +62,8 @@ class Decomposition:
     calibration_high: FloatArray | None = None
     calibration_level: float | None = None
     """Nominal level of the calibration interval (e.g. 0.9)."""
+    scale: Scale = "identity"
+    """The family's scale: log units exist only where it is "log"."""
     fixed_quantile: FloatArray | None = None
     """(n_patients, n_features) Shapley values of the width with q̂ held at the full model's
     value, in width units whatever `units` says: what shap on a fitted conformal regressor's
@@ -93,6 +105,7 @@ def concatenate(parts: list[Decomposition]) -> Decomposition:
         calibration_low=_stack([p.calibration_low for p in parts]),
         calibration_high=_stack([p.calibration_high for p in parts]),
         calibration_level=first.calibration_level,
+        scale=first.scale,
         fixed_quantile=_stack([p.fixed_quantile for p in parts]),
     )
 
@@ -106,6 +119,7 @@ def in_units(decomposition: Decomposition, units: Units) -> Decomposition:
     """
     if units == decomposition.units:
         return decomposition
+    check_units(decomposition.scale, units)
     width = np.exp(decomposition.full_value)
     factor = logarithmic_mean_factor(width, float(np.exp(decomposition.empty_value)))[:, None]
     scale = factor if units == "width" else 1.0 / factor
@@ -226,5 +240,6 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         calibration_low=None if bounds is None else bounds[0],
         calibration_high=None if bounds is None else bounds[1],
         calibration_level=None if interval is None else interval[2],
+        scale=scale,
         fixed_quantile=fixed,
     )

@@ -26,6 +26,7 @@ from core.decomposition import (
     Units,
     calibration_attribution,
     calibration_interval,
+    check_units,
     concatenate,
     decompose,
 )
@@ -278,11 +279,7 @@ class Explainer:
         """Everything per-patient work needs, with the calibration game evaluated at alpha
         (and φ_C's interval over `bootstrap` resampled calibration sets, when > 0)."""
         family = self.system.family
-        if units == "log" and family.scale != "log":
-            raise CpdecompError(
-                f"log units apply to the log-scale families (normalized, gamma, cqr-r); "
-                f"{family.name} attributions are in width units already"
-            )
+        check_units(family.scale, units, family.name)
         rank = conformal_rank(self.system.n_calibration, alpha)  # refuse an impossible alpha
         design = self.design(method, budget, groups)
         v_c = self.calibration_game(method, budget, groups).values(alpha)

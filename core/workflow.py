@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from core.attribution.groups import Groups, check_groups
-from core.conformal import FAMILIES, conformal_rank
+from core.conformal import conformal_rank
 from core.data import ColumnChoice, choose_columns, split_rows, target_values
-from core.decomposition import Units, in_units
+from core.decomposition import Units, check_units, in_units
 from core.errors import CpdecompError
 from core.explainer import Explainer, Explanation, Progress, join_explanations
 from core.games.masking import MaskingPath, has_fast_path
@@ -27,7 +27,6 @@ from core.interop import report_frame, shap_explanations
 from core.system import ConformalSystem, fit_system, system_from_models
 from core.versions import library_versions
 
-LOG_FAMILIES = {name for name, family in FAMILIES.items() if family.scale == "log"}
 CORRELATION_WARNING = 0.7
 FAST_BACKGROUND = 1000
 """With tree tables a large background is nearly free, and it is the calibration game's main
@@ -70,8 +69,7 @@ class Report:
         """The same report in width or log units (log families), with no game evaluated."""
         if units == self.explanation.decomposition.units:
             return self
-        if units == "log" and self.explanation.family not in LOG_FAMILIES:
-            raise CpdecompError(f"{self.explanation.family} attributions have width units only")
+        check_units(self.explanation.decomposition.scale, units, self.explanation.family)
         explanation = replace(self.explanation,
                               decomposition=in_units(self.explanation.decomposition, units))
         d = explanation.decomposition

@@ -77,3 +77,31 @@ def test_undefined_components_and_quantiles_are_refused(name):
         with pytest.raises(CpdecompError):
             family.check_quantile(np.array([-1.0]), "test quantile")
     family.check_quantile(np.array([0.5]), "test quantile")
+
+
+def test_log_units_are_refused_for_identity_families_on_every_surface(capsys):
+    """One rule (core.decomposition.check_units), asked by the command line, the explainer,
+    reports and the decomposition itself."""
+    import pandas as pd
+    from cli_helpers import assert_bad_input
+
+    from core import Explainer, system_from_functions
+    from core.decomposition import in_units
+
+    rng = np.random.default_rng(3)
+    train = pd.DataFrame({"x": rng.normal(size=60)})
+    system = system_from_functions("absolute", {"f": lambda z: z[:, 0]}, train)
+    system = system.conformalize(train, train["x"] + rng.normal(size=60))
+    explainer = Explainer(system, background_size=10)
+    with pytest.raises(CpdecompError, match="log units apply to the log-scale families"):
+        explainer.explain(train.iloc[:3], units="log")
+    width = explainer.explain(train.iloc[:3]).decomposition
+    assert width.scale == "identity"
+    with pytest.raises(CpdecompError, match="absolute attributions are in width units"):
+        explainer.patient_games(units="log")
+    with pytest.raises(CpdecompError, match="log units apply"):
+        in_units(width, "log")
+    message = assert_bad_input(capsys, "explain", "sample_data/diabetes.csv", "--target",
+                               "progression", "--family", "cqr", "--scale", "log",
+                               "--out", "unused.csv")
+    assert "cqr attributions are in width units" in message
