@@ -11,10 +11,12 @@ Dask backend runs the same chunks on a cluster.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import joblib
+import numba
 import numpy as np
 import pandas as pd
 
@@ -52,6 +54,10 @@ CHECKED_ROWS = 2
 
 BOOTSTRAP_LEVEL = 0.9
 """Default level of φ_C's bootstrap interval."""
+
+CHUNKS_PER_TASK = 8
+"""Chunks a parallel worker explains per task: each task ships the patient games (~13 MiB at
+d = 12) once, so a task must be long enough to be worth it; its results are still small."""
 
 PATIENT_GAMES_KEPT = 32
 """Configurations (method, alpha, units, ...) whose per-patient setup is remembered."""
@@ -116,6 +122,19 @@ class PatientGames:
     """φ_C's bootstrap interval (low, high on the family's scale, level), when asked for."""
     fixed_quantile: bool = False
     """Also compute the fixed-q̂ comparator view (Decomposition.fixed_quantile)."""
+
+    def explain_chunks(self, chunks: list[FloatArray], threads: int | None = None
+                       ) -> list[tuple[Decomposition, FloatArray, FloatArray, FloatArray]]:
+        """explain_chunk over several chunks: a parallel worker's task, with the kernels on
+        `threads` threads (its share of the machine: workers times threads ≤ cores)."""
+        previous = numba.get_num_threads()
+        if threads is not None:
+            most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]  # set at import
+            numba.set_num_threads(max(1, min(threads, most)))
+        try:
+            return [self.explain_chunk(chunk) for chunk in chunks]
+        finally:
+            numba.set_num_threads(previous)
 
     def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
                                                        FloatArray]:
@@ -326,9 +345,7 @@ class Explainer:
         if jobs == 1 or len(starts) == 1:
             results: Iterator[tuple] = (games.explain_chunk(chunk) for chunk in chunks)
         else:
-            results = joblib.Parallel(n_jobs=jobs, return_as="generator")(
-                joblib.delayed(games.explain_chunk)(chunk) for chunk in chunks
-            )
+            results = self._in_parallel(games, list(chunks), jobs)
         done = 0
         for decomposition, prediction, lower, upper in results:
             done += len(prediction)
@@ -336,6 +353,22 @@ class Explainer:
                 progress(done, len(rows))
             yield self._explanation(games, method, alpha, calibration_bootstrap, decomposition,
                                     prediction, lower, upper)
+
+    @staticmethod
+    def _in_parallel(games: PatientGames, chunks: list[FloatArray], jobs: int) -> Iterator[tuple]:
+        """Chunks explained by joblib workers, CHUNKS_PER_TASK per task, results in order.
+
+        Each worker's kernels get an equal share of the cores: the kernels are parallel
+        themselves, and workers × threads above the cores only adds switching.
+        """
+        workers = joblib.effective_n_jobs(jobs)
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        per_task = max(1, min(CHUNKS_PER_TASK, -(-len(chunks) // workers)))  # all get work
+        tasks = [chunks[i:i + per_task] for i in range(0, len(chunks), per_task)]
+        done = joblib.Parallel(n_jobs=jobs, return_as="generator")(
+            joblib.delayed(games.explain_chunks)(task, threads) for task in tasks)
+        for parts in done:
+            yield from parts
 
     def _explanation(self, games: PatientGames, method: str, alpha: float,
                      calibration_bootstrap: int, decomposition: Decomposition,
