@@ -395,13 +395,14 @@ def results_from(records: list[dict], checks: list[dict], config: ExperimentConf
     raw_parts, examples = [], []
     for record in records:
         shares = record["shares"].assign(dataset=record["dataset"], family=record["family"],
-                                         alpha=record["alpha"], resplit=record["resplit"])
+                                         alpha=record["alpha"], resplit=record["resplit"],
+                                         background=record.get("background", ORACLE_BACKGROUND))
         raw_parts.append(shares)
         if record["resplit"] == 0 and record["alpha"] == 0.1 and record["family"] == "normalized":
             examples.append(_example_frame(record["dataset"], record["decomposition"]))
     raw = pd.concat(raw_parts, ignore_index=True)[
         ["dataset", "family", "alpha", "resplit", "feature", "kind", *METRICS,
-         "phi_C", "phi_C_sign", "phi_C_settled"]
+         "phi_C", "phi_C_sign", "phi_C_settled", "background"]
     ]
     examples_frame = pd.concat(examples, ignore_index=True) if examples else pd.DataFrame()
     return SignResults(raw, _summarize(raw, config, seed), _check_summary(checks),

@@ -50,6 +50,11 @@ def gap(row: pd.Series, metric: str) -> str:
     return f"{row[metric] * 100:+.1f} pp [{low * 100:+.1f}, {high * 100:+.1f}]"
 
 
+def background_sizes(results: SignResults) -> dict[str, float]:
+    """The background size each data set's fitted systems used (the smallest, if several)."""
+    return results.raw.groupby("dataset", sort=False)["background"].min().to_dict()
+
+
 def sign_section(results: SignResults, config: ExperimentConfig) -> str:
     s = results.summary
     primary = _alpha(s)
@@ -68,7 +73,9 @@ def sign_section(results: SignResults, config: ExperimentConfig) -> str:
         f"{config.calibration_bootstrap} bootstrap replicates of the calibration set. A sign "
         "counts only where it is settled: φ_C's interval excludes 0 and |φ_C| exceeds 1.96 "
         "Monte Carlo standard errors, |φ_I| (and for reversals |φ_T|) likewise. "
-        f"{config.resplits} resplits, α = {PRIMARY_ALPHA}.",
+        f"{config.resplits} resplits, α = {PRIMARY_ALPHA}. Background rows used: "
+        + ", ".join(f"{d} {int(b)}" for d, b in
+                    background_sizes(results).items()) + ".",
         "",
         f"Real minus null: each real feature's share minus the mean share of the null columns "
         f"of the same fitted system, averaged over resplits, with a t interval over resplits at "
