@@ -32,7 +32,7 @@ and checked (see `synthetic_check`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -180,9 +180,9 @@ class SignResults:
     check: pd.DataFrame
     examples: pd.DataFrame
     """Per-patient φ_C, φ_I, φ_T of one resplit at alpha 0.1 (normalized), for the figure."""
-    null_subtracted: pd.DataFrame = None  # type: ignore[assignment]
+    null_subtracted: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Real features' shares minus the null columns' (per resplit), with intervals."""
-    calibration_signs: pd.DataFrame = None  # type: ignore[assignment]
+    calibration_signs: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Per feature: resplits in which φ_C's sign was settled and kept its modal sign."""
 
 
