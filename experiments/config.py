@@ -34,7 +34,22 @@ class ExperimentConfig:
     grid_background: int
     bootstrap: int
     model: str = "gbm"
-    background: int = 64
+    background: int | None = 64
+    """Background rows of claim 2 (None: the library's choice, 1,000 with tree tables)."""
+    sign_background: int | None = None
+    """Background rows of claim 1's fitted systems; None: the library's choice, 1,000 where
+    every component has tree tables or a closed form (all of claim 1's gbm systems)."""
+    null_noise: int = 5
+    """Claim 1's pure-noise columns (standard normal, redrawn every resplit)."""
+    null_permuted: int = 3
+    """Claim 1's permuted copies of real columns (a seeded choice of columns, re-permuted every
+    resplit): same marginal as a real column, no relation to anything."""
+    sign_method: str = "permutation"
+    """With the null columns d reaches 20, past what exact Shapley affords per resplit; the
+    sampled method's Monte Carlo errors decide which signs count."""
+    sign_budget: int = 64
+    calibration_bootstrap: int = 200
+    """Replicates behind each φ_C's interval: a sign counts only where it excludes 0."""
     synthetic_rows: int = 2000
     max_rows: int | None = None
     """Subsample every table to this many rows (the tiny test configuration only)."""
@@ -70,7 +85,8 @@ TINY = ExperimentConfig(
     name="tiny", resplits=2, decision_resplits=2, alphas=(0.1, 0.2),
     sign_datasets=("diabetes",), sign_families=("normalized",),
     grid_datasets=("diabetes",), grid_patients=3, grid_rows=200, grid_background=8, bootstrap=50,
-    synthetic_rows=400, max_rows=400, background=16,
+    synthetic_rows=400, max_rows=400, background=16, sign_background=16, null_noise=5,
+    null_permuted=1, sign_budget=8, calibration_bootstrap=50,
 )
 
 CONFIGS = {config.name: config for config in (FULL, QUICK, TINY)}

@@ -18,11 +18,11 @@ from plotly.subplots import make_subplots
 
 from experiments.decision_task import DecisionResults
 from experiments.identity_grid import GridResults
-from experiments.sign_opposition import ANY, POOLED, SignResults
+from experiments.sign_opposition import AGGREGATES, NULL_POOLED, POOLED, SignResults
 
 PRIMARY_ALPHA = 0.1
 METRIC_LABELS = {
-    "opposite": "φ_C and φ_I opposite",
+    "opposite": "φ_C and φ_I opposite (settled signs)",
     "opposite_sizeable": "opposite, both ≥ 5 % of width",
     "reversed": "φ_T and φ_I opposite",
     "cancelled": "total cancels a sizeable φ_I",
@@ -36,13 +36,16 @@ def _at_alpha(frame: pd.DataFrame, alpha: float = PRIMARY_ALPHA) -> pd.DataFrame
 
 
 def pooled_shares(results: SignResults, family: str = "normalized") -> go.Figure:
-    """Pooled shares per data set with intervals over resplits (alpha 0.1)."""
+    """Pooled shares of real features and of null columns per data set, with intervals over
+    resplits (alpha 0.1)."""
     s = _at_alpha(results.summary)
-    s = s[(s["feature"] == POOLED) & (s["family"] == family)]
+    s = s[s["feature"].isin([POOLED, NULL_POOLED]) & (s["family"] == family)]
+    s = s[np.isfinite(s["opposite"])]
+    labels = s["dataset"] + np.where(s["feature"] == POOLED, " · real", " · null")
     figure = go.Figure()
     for metric, label in METRIC_LABELS.items():
         figure.add_bar(
-            name=label, x=s["dataset"], y=s[metric],
+            name=label, x=labels, y=s[metric],
             error_y={"type": "data", "symmetric": False,
                      "array": s[f"{metric}_high"] - s[metric],
                      "arrayminus": s[metric] - s[f"{metric}_low"]},
@@ -56,7 +59,7 @@ def pooled_shares(results: SignResults, family: str = "normalized") -> go.Figure
 def per_feature_shares(results: SignResults, family: str = "normalized") -> go.Figure:
     """Opposite and reversed shares per feature, one panel per data set."""
     s = _at_alpha(results.summary)
-    s = s[(s["family"] == family) & ~s["feature"].isin([POOLED, ANY])]
+    s = s[(s["family"] == family) & ~s["feature"].isin(AGGREGATES)]
     datasets = list(dict.fromkeys(s["dataset"]))
     figure = make_subplots(rows=len(datasets), cols=1, subplot_titles=datasets,
                            vertical_spacing=0.35 / max(len(datasets), 1))
@@ -77,13 +80,39 @@ def per_feature_shares(results: SignResults, family: str = "normalized") -> go.F
     return figure
 
 
+def null_subtracted(results: SignResults, family: str = "normalized") -> go.Figure:
+    """Each real feature's share minus the null columns', with its interval over resplits."""
+    s = _at_alpha(results.null_subtracted)
+    s = s[s["family"] == family]
+    datasets = list(dict.fromkeys(s["dataset"]))
+    figure = make_subplots(rows=max(len(datasets), 1), cols=1, subplot_titles=datasets,
+                           vertical_spacing=0.35 / max(len(datasets), 1))
+    for row, dataset in enumerate(datasets, start=1):
+        part = s[s["dataset"] == dataset]
+        for metric, color in (("opposite_sizeable", "#1f77b4"), ("reversed", "#d62728")):
+            low = np.nan_to_num(part[f"{metric}_low"], neginf=-1.0)
+            high = np.nan_to_num(part[f"{metric}_high"], posinf=1.0)
+            figure.add_bar(
+                x=part["feature"], y=part[metric], name=METRIC_LABELS[metric] + ", real − null",
+                marker_color=color, showlegend=row == 1, row=row, col=1,
+                error_y={"type": "data", "symmetric": False, "array": high - part[metric],
+                         "arrayminus": part[metric] - low},
+            )
+    figure.update_layout(barmode="group", height=260 * max(len(datasets), 1),
+                         title=f"Claim 1: real features minus null columns ({family}, "
+                         f"α = {PRIMARY_ALPHA}); intervals over resplits, Bonferroni")
+    figure.update_yaxes(tickformat=".0%")
+    return figure
+
+
 def reversal_scatter(results: SignResults, columns: int = 3) -> go.Figure:
     """φ_I against φ_T for the most reversed feature of each data set (one resplit)."""
     examples = results.examples
     if examples.empty:
         return go.Figure()
     s = _at_alpha(results.summary)
-    s = s[(s["family"] == "normalized") & ~s["feature"].isin([POOLED, ANY])]
+    s = s[(s["family"] == "normalized") & ~s["feature"].isin(AGGREGATES)
+          & (s["kind"] == "real")]
     datasets = [d for d in dict.fromkeys(examples["dataset"]) if d in set(s["dataset"])]
     chosen = {d: s[s["dataset"] == d].sort_values("reversed").iloc[-1]["feature"]
               for d in datasets}

@@ -1,8 +1,14 @@
 """Whether each claim reproduced, by rules fixed before looking at the results.
 
-* Claim 1 — at alpha = 0.1 with the normalized family, on the synthetic cohort and on every real
-  data set: the pooled opposite-sign share's interval lies above 10 %, and some feature's
-  reversed share (total vs instance sign) has its interval above 5 %.
+* Claim 1 — at alpha = 0.1 with the normalized family, on every fitted data set (the synthetic
+  cohort's gbm fit and every real data set, each with its null columns): the claim holds on a
+  data set when some real feature's "opposite signs, both ≥ 5 % of width" share minus the null
+  columns' share has its interval (t over resplits, Bonferroni over the data set's real
+  features) above 0, and so does some real feature's "reversed" share minus the nulls'. Signs
+  count only where settled (see sign_opposition). Reproduced when it holds on every data set
+  and the oracle cohort's shares match their closed form; partly when it holds on some; not
+  reproduced when on none. (The rule it replaces — pooled opposite share above 10 %, some
+  feature reversed above 5 % — was met by pure-noise columns too: it could not fail.)
 * Claim 2 — at alpha = 0.1, paired differences against the total view: the claim holds on a
   metric when the interval excludes 0 in the claimed direction (recall, driver-recall and drivers
   shown up, false reassurance down). Reproduced when recall and false reassurance both move that
@@ -10,8 +16,10 @@
   but not counted: the "both views" reading (max of φ_I and φ_T per feature) flags a superset
   of the total's patients at any fixed threshold and can only lower false reassurance, so
   its recall counts at matched budgets only; the instance view alone has no such ordering.
-* Claim 3 — every grid cell that ran passes (additivity ≤ 1e-10 of the width; efficiency ≤ 1e-9
-  for efficient methods), and every negative control fails visibly (error > 1e-3).
+* Claim 3 — a software verification (v_T is defined as v_C + v_I and every method is linear, so
+  the identity is algebra): every grid cell that ran passes (additivity ≤ 1e-10 of the width;
+  efficiency ≤ 1e-9 for efficient methods), and every negative control fails visibly
+  (error > 1e-3).
 """
 
 from __future__ import annotations
@@ -22,11 +30,9 @@ import pandas as pd
 
 from experiments.decision_task import DecisionResults
 from experiments.identity_grid import GridResults
-from experiments.sign_opposition import ANY, POOLED, SignResults
+from experiments.sign_opposition import POOLED, SignResults
 
 PRIMARY_ALPHA = 0.1
-OPPOSITE_FLOOR = 0.10
-REVERSED_FLOOR = 0.05
 
 
 @dataclass(frozen=True)
@@ -43,22 +49,36 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) < 1e-9
 
 
+def _beats_nulls(group: pd.DataFrame, metric: str) -> pd.Series | None:
+    """The real feature whose null-subtracted share has the highest lower end, if it is > 0."""
+    features = group[group["feature"] != POOLED]
+    if features.empty:
+        return None
+    best = features.sort_values(f"{metric}_low", ascending=False).iloc[0]
+    return best if best[f"{metric}_low"] > 0 else None
+
+
 def sign_verdict(results: SignResults) -> Verdict:
-    s = results.summary
+    s = results.null_subtracted
     s = s[(s["family"] == "normalized") & s["alpha"].map(lambda a: _close(a, PRIMARY_ALPHA))]
     evidence, failing = [], []
     for dataset, group in s.groupby("dataset", sort=False):
         pooled = group[group["feature"] == POOLED].iloc[0]
-        features = group[~group["feature"].isin([POOLED, ANY])]
-        best = features.sort_values("reversed_low", ascending=False).iloc[0]
-        ok = pooled["opposite_low"] > OPPOSITE_FLOOR and best["reversed_low"] > REVERSED_FLOOR
-        evidence.append(
-            f"{dataset}: opposite signs in {pooled['opposite']:.0%} of patient-feature pairs "
-            f"[{pooled['opposite_low']:.0%}, {pooled['opposite_high']:.0%}]; "
-            f"most reversed feature {best['feature']!r}: {best['reversed']:.0%} "
-            f"[{best['reversed_low']:.0%}, {best['reversed_high']:.0%}]"
-            + ("" if ok else " — below the rule's floor")
-        )
+        found = {metric: _beats_nulls(group, metric)
+                 for metric in ("opposite_sizeable", "reversed")}
+        ok = all(best is not None for best in found.values())
+        parts = [
+            f"{dataset}: real-minus-null, pooled over real features: opposite (settled) "
+            f"{_pp(pooled, 'opposite')}, opposite both ≥ 5 % {_pp(pooled, 'opposite_sizeable')}, "
+            f"reversed {_pp(pooled, 'reversed')}"
+        ]
+        for metric, best in found.items():
+            if best is not None:
+                parts.append(f"{best['feature']!r} beats the nulls on {metric}: "
+                             f"{_pp(best, metric)}")
+            else:
+                parts.append(f"no real feature beats the nulls on {metric}")
+        evidence.append("; ".join(parts) + ("" if ok else " — the claim fails here"))
         if not ok:
             failing.append(dataset)
     check = results.check
@@ -67,11 +87,20 @@ def sign_verdict(results: SignResults) -> Verdict:
             f"synthetic ground truth: {int(check['passed'].sum())} of {len(check)} feature × alpha "
             "checks within tolerance"
         )
-        if not check["passed"].all():
-            failing.append("synthetic check")
-    status = "reproduced" if not failing else (
-        "partly reproduced" if len(failing) < s["dataset"].nunique() else "not reproduced")
+    checked = check.empty or bool(check["passed"].all())
+    n = s["dataset"].nunique()
+    if n and not failing and checked:
+        status = "reproduced"
+    elif n and len(failing) < n:
+        status = "partly reproduced"
+    else:
+        status = "not reproduced"
     return Verdict("1. opposite signs", status, evidence)
+
+
+def _pp(row: pd.Series, metric: str) -> str:
+    return (f"{row[metric] * 100:+.1f} pp [{row[f'{metric}_low'] * 100:+.1f}, "
+            f"{row[f'{metric}_high'] * 100:+.1f}]")
 
 
 CLAIMED_DIRECTION = {"recall": 1, "driver_recall": 1, "drivers_shown": 1,
@@ -131,6 +160,10 @@ def identity_verdict(results: GridResults) -> Verdict:
                         f"max error {row.max_error:.3f}, median {row.median_error:.3f}")
     status = "reproduced" if failed.empty and errors.empty and visible else (
         "partly reproduced" if failed.empty else "not reproduced")
+    evidence.insert(0, "a software verification, not an empirical finding: v_T = v_C + v_I by "
+                       "definition and every method is linear, so the identity is algebra; the "
+                       "grid checks this implementation, the negative controls that the check "
+                       "can fail")
     return Verdict("3. identity across families and methods", status, evidence)
 
 

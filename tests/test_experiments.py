@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import inspect
 import json
+from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import norm
 
@@ -13,10 +15,27 @@ from core.attribution import METHODS, build_design
 from core.decomposition import Decomposition
 from experiments import reproduce
 from experiments.config import QUICK, TINY
+from experiments.datasets import Problem
 from experiments.decision_task import high_uncertainty, patient_records, top_share
 from experiments.negative_controls import minimal_coalitions, proportional
-from experiments.resampling import bootstrap_mean, paired_bootstrap
-from experiments.sign_opposition import ANY, POOLED, expected_shares, sign_shares
+from experiments.resampling import bootstrap_mean, mean_interval, paired_bootstrap
+from experiments.sign_opposition import (
+    ANY,
+    NOISE,
+    NULL_POOLED,
+    PERMUTED,
+    POOLED,
+    REAL,
+    SignResults,
+    calibration_signs,
+    column_kind,
+    expected_shares,
+    null_subtracted,
+    run_problems,
+    sign_shares,
+    with_null_columns,
+)
+from experiments.verdicts import sign_verdict
 
 
 def decomposition(calibration, instance):
@@ -47,6 +66,114 @@ def test_sign_shares_count_opposite_reversed_and_cancelled_pairs():
     assert shares.loc["f1", "reversed"] == 0.5  # total +0.15 against instance −0.05
     assert shares.loc[POOLED, "opposite"] == 3 / 4
     assert shares.loc[ANY, "reversed"] == 1.0
+
+
+def test_a_sign_counts_only_where_it_is_settled():
+    # φ_C's interval covers 0 for f0; f1's φ_I is within 1.96 Monte Carlo errors of 0.
+    d = decomposition(calibration=[[-1.0, -1.0]], instance=[[0.8, 0.5]])
+    d = replace(d, calibration_low=np.array([[-2.0, -1.5]]),
+                calibration_high=np.array([[0.1, -0.5]]),
+                instance_se=np.array([[0.1, 0.3]]), total_se=np.array([[0.01, 0.01]]),
+                fixed_quantile=np.array([[0.7, -0.4]]))
+    shares = sign_shares(d, np.array([10.0])).set_index("feature")
+    assert shares.loc["f0", "opposite_raw"] == 1.0 and shares.loc["f0", "opposite"] == 0.0
+    assert shares.loc["f1", "opposite_raw"] == 1.0 and shares.loc["f1", "opposite"] == 0.0
+    assert shares.loc["f0", "phi_C_settled"] == 0.0 and shares.loc["f1", "phi_C_settled"] == 1.0
+    # The comparator: f0 agrees with φ_I (+) and disagrees with φ_T (−0.2); f1 the reverse.
+    assert shares.loc["f0", "fixed_vs_instance"] == 0.0
+    assert shares.loc["f0", "fixed_vs_total"] == 1.0
+    assert shares.loc["f1", "fixed_vs_instance"] == 1.0
+    d = replace(d, instance_se=np.array([[0.1, 0.1]]))
+    shares = sign_shares(d, np.array([10.0])).set_index("feature")
+    assert shares.loc["f1", "opposite"] == 1.0 and shares.loc["f1", "opposite_sizeable"] == 1.0
+    assert shares.loc["f1", "reversed"] == 1.0  # φ_T = −0.5 against φ_I = +0.5, all settled
+
+
+def test_null_columns_are_noise_and_permuted_copies_redrawn_per_resplit():
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({"id": np.arange(50), "a": rng.normal(size=50),
+                          "b": rng.integers(0, 2, 50), "y": rng.normal(size=50)})
+    problem = Problem("t", table, "y", "id", "real")
+    config = TINY.with_changes(null_noise=5, null_permuted=2)
+    first = with_null_columns(problem, config, seed=0, resplit_seed=0)
+    second = with_null_columns(problem, config, seed=0, resplit_seed=1)
+    kinds = [column_kind(f) for f in first.features]
+    assert kinds.count(NOISE) == 5 and kinds.count(PERMUTED) == 2 and kinds.count(REAL) == 2
+    # The real columns keep their place, the nulls follow them, the target stays last.
+    assert list(first.table.columns[:3]) == ["id", "a", "b"] and first.table.columns[-1] == "y"
+    for name in ("a", "b"):  # a permuted copy keeps the column's values, not their order
+        copy = first.table[f"null_perm_{name}"].to_numpy()
+        np.testing.assert_array_equal(np.sort(copy), np.sort(table[name].to_numpy()))
+    assert not np.array_equal(first.table["null_noise_1"], second.table["null_noise_1"])
+    assert list(first.features) == list(second.features)
+
+
+def test_mean_interval_is_the_t_interval():
+    interval = mean_interval([1.0, 2.0, 3.0], 0.95)
+    half = 4.302652729911275 / np.sqrt(3)  # t quantile 0.975 at 2 degrees of freedom, sd 1
+    assert interval.estimate == pytest.approx(2.0)
+    np.testing.assert_allclose([interval.low, interval.high], [2 - half, 2 + half], rtol=1e-9)
+
+
+def _raw_shares(real_shift: float, seed: int, resplits: int = 12) -> pd.DataFrame:
+    """Per-resplit shares of 6 real features and a pooled null row, all drawn around 0.5."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in range(resplits):
+        null = {m: 0.5 + rng.normal(0, 0.05) for m in ("opposite", "opposite_sizeable",
+                                                       "reversed")}
+        rows.append({"dataset": "d", "family": "normalized", "alpha": 0.1, "resplit": r,
+                     "feature": NULL_POOLED, "kind": "null", **null})
+        for j in range(6):
+            shift = real_shift if j == 0 else 0.0
+            rows.append({"dataset": "d", "family": "normalized", "alpha": 0.1, "resplit": r,
+                         "feature": f"f{j}", "kind": REAL,
+                         **{m: v + shift + rng.normal(0, 0.05) for m, v in null.items()}})
+        rows.append({"dataset": "d", "family": "normalized", "alpha": 0.1, "resplit": r,
+                     "feature": POOLED, "kind": REAL, **null})
+    return pd.DataFrame(rows)
+
+
+def _verdict(raw: pd.DataFrame) -> str:
+    empty = pd.DataFrame()
+    return sign_verdict(SignResults(raw, empty, empty, empty, null_subtracted(raw),
+                                    empty)).status
+
+
+def test_sign_rule_fails_when_real_features_score_like_the_nulls():
+    """The rule the old one lacked: real features drawn like the nulls do not pass it."""
+    statuses = [_verdict(_raw_shares(0.0, seed)) for seed in range(20)]
+    assert statuses.count("reproduced") <= 2  # family-wise 5 %: at most a rare false pass
+    assert _verdict(_raw_shares(0.15, 0)) == "reproduced"  # and it can pass
+
+
+@pytest.mark.slow
+def test_sign_rule_fails_on_a_null_only_table():
+    """End to end: a table where no column relates to the target, nor to anything else."""
+    rng = np.random.default_rng(5)
+    n = 400
+    table = pd.DataFrame({"patient_id": np.arange(n).astype(str),
+                          **{f"x{j}": rng.normal(size=n) for j in range(4)},
+                          "y": rng.normal(size=n)})
+    config = TINY.with_changes(resplits=3, alphas=(0.1,), sign_families=("normalized",))
+    results = run_problems({"null only": Problem("null only", table, "y", "patient_id",
+                                                 "synthetic")}, config, seed=0)
+    assert set(results.null_subtracted["feature"]) == {"x0", "x1", "x2", "x3", POOLED}
+    verdict = sign_verdict(results)
+    assert verdict.status == "not reproduced", verdict.evidence
+    signs = results.calibration_signs
+    assert set(signs["kind"]) == {REAL, NOISE, PERMUTED}
+    assert ((signs["sign_kept"] >= 1 / 3) & (signs["sign_kept"] <= 1)).all()
+
+
+def test_calibration_signs_count_settled_and_kept_resplits():
+    raw = pd.DataFrame({"dataset": "d", "family": "normalized", "alpha": 0.1,
+                        "resplit": [0, 1, 2, 3], "feature": "f", "kind": REAL,
+                        "phi_C": [1.0, 2.0, -0.5, 3.0], "phi_C_sign": [1.0, 1.0, -1.0, 1.0],
+                        "phi_C_settled": [1.0, 0.0, 0.0, 1.0]})
+    row = calibration_signs(raw).iloc[0]
+    assert row["modal_sign"] == 1.0 and row["sign_kept"] == 0.75
+    assert row["settled"] == 0.5 and row["settled_and_kept"] == 0.5
 
 
 def test_expected_shares_follow_the_normal_closed_form():
@@ -141,7 +268,8 @@ def test_tiny_reproduction_runs_end_to_end(tmp_path, monkeypatch):
     messages = []
     result = reproduce.run_config(tmp_path, TINY, seed=0, progress=messages.append)
     expected = {"summary.md", "report.html", "run.json", "claim1_sign_opposition.csv",
-                "claim1_synthetic_check.csv", "claim2_decision_metrics.csv",
+                "claim1_synthetic_check.csv", "claim1_null_subtracted.csv",
+                "claim1_calibration_signs.csv", "claim2_decision_metrics.csv",
                 "claim2_decision_differences.csv", "claim3_identity_grid.csv",
                 "claim3_negative_controls.csv"}
     assert expected <= {p.name for p in tmp_path.iterdir()}

@@ -15,7 +15,8 @@ def test_reproduce_quick_writes_tables_summary_report_and_verdicts(tmp_path, cap
     assert main(["reproduce", "--quick", "--out", str(out)]) == 0
     assert "reproduction written to" in capsys.readouterr().err
     names = {p.name for p in out.iterdir()}
-    assert {"summary.md", "report.html", "run.json", "claim3_identity_grid.csv"} <= names
+    assert {"summary.md", "report.html", "run.json", "claim3_identity_grid.csv",
+            "claim1_null_subtracted.csv", "claim1_calibration_signs.csv"} <= names
     verdicts = json.loads((out / "run.json").read_text())["verdicts"]
     assert verdicts["3. identity across families and methods"] == "reproduced"
 
