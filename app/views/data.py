@@ -81,7 +81,24 @@ elif source == "model":
                                            type=sources.MODEL_TYPES)
         if given_model is not None:
             model_uploads[component] = given_model
-    if table_upload is not None and model_uploads:
+    # Each model file is read as soon as it is given, so a refused one (a pickle, a damaged
+    # file) is said at once, with or without a table; the reason is kept per upload.
+    checks = st.session_state.setdefault("model_checks", {})
+    refused_models = []
+    for component, given_model in model_uploads.items():
+        if given_model.file_id not in checks:
+            try:
+                sources.read_model_upload(component, given_model.name,
+                                          given_model.getvalue(), limits)
+                checks[given_model.file_id] = ""
+            except CpdecompError as error:
+                checks[given_model.file_id] = str(error)
+        if checks[given_model.file_id]:
+            refused_models.append(component)
+            st.error(markdown_text(checks[given_model.file_id]))
+    if refused_models:
+        pass  # the data already loaded stays
+    elif table_upload is not None and model_uploads:
         chosen_table = table_upload
         origin = ("model", chosen_table.file_id,
                   *(f"{c}={f.file_id}" for c, f in sorted(model_uploads.items())))
