@@ -97,6 +97,38 @@ def test_widths_equal_mapie_where_the_rank_rules_agree(kind):
                                rtol=RTOL)
 
 
+def test_boosters_inside_mapie():
+    """LightGBM quantile models given to a prefit CQR agree to 1e-12 (cpdecomp calls their own
+    predict); XGBoost to float32 rounding, since cpdecomp adds its leaves in float64 (README)."""
+    import lightgbm
+    import xgboost
+
+    x, y, train, calibration, test = splits()
+    # LightGBM writes "s1 tc" as "s1_tc" in its model (core then refuses the names as a
+    # mismatch), so the columns are named without spaces here
+    x = x.rename(columns=lambda name: name.replace(" ", "_"))
+
+    def taken_in(regressor):
+        return system_from_mapie(regressor, x.iloc[calibration], y[calibration],
+                                 training_table=x.iloc[train])
+
+    quantiles = [lightgbm.LGBMRegressor(objective="quantile", alpha=level, n_estimators=30,
+                                        n_jobs=1, verbose=-1).fit(x.iloc[train], y[train])
+                 for level in (0.05, 0.95, 0.5)]
+    cqr = ConformalizedQuantileRegressor(quantiles, confidence_level=0.9, prefit=True)
+    cqr.conformalize(x.iloc[calibration], y[calibration])
+    _, theirs = cqr.predict_interval(x.iloc[test], symmetric_correction=True)
+    assert_same_interval(taken_in(cqr).predict_interval(x.iloc[test], 0.1), theirs)
+
+    point = xgboost.XGBRegressor(n_estimators=30, n_jobs=1).fit(x.iloc[train], y[train])
+    absolute = SplitConformalRegressor(point, confidence_level=0.9, prefit=True)
+    absolute.conformalize(x.iloc[calibration], y[calibration])
+    _, theirs = absolute.predict_interval(x.iloc[test])
+    lower, upper = taken_in(absolute).predict_interval(x.iloc[test], 0.1)
+    np.testing.assert_allclose(upper - lower, theirs[:, 1, 0] - theirs[:, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(upper, theirs[:, 1, 0], rtol=1e-6)
+
+
 def test_calibration_rows_in_another_order_are_the_same_set():
     x, _, _, calibration, test = splits()
     regressor = conformalized("absolute")
