@@ -94,8 +94,12 @@ def _rank_notes(n: int, alphas: Sequence[float]) -> list[str]:
 
 def _family_and_models(regressor: Any) -> tuple[str, dict[str, object], list[float]]:
     """The family, the fitted estimators by component, and MAPIE's alphas."""
-    from mapie.conformity_scores import AbsoluteConformityScore, GammaConformityScore
-    from mapie.regression import ConformalizedQuantileRegressor, SplitConformalRegressor
+    try:  # whoever holds a MAPIE regressor has mapie; it is no dependency of cpdecomp's
+        from mapie.conformity_scores import AbsoluteConformityScore, GammaConformityScore
+        from mapie.regression import ConformalizedQuantileRegressor, SplitConformalRegressor
+    except ModuleNotFoundError:
+        raise CpdecompError(f"a {type(regressor).__name__} is not a MAPIE regressor (mapie "
+                            "is not installed here)") from None
 
     if isinstance(regressor, SplitConformalRegressor):
         if not regressor._is_conformalized:
