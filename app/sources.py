@@ -1,4 +1,5 @@
-"""Where the dashboard's tables come from: a bundled sample or uploaded files.
+"""Where the dashboard's tables come from: a bundled sample, uploaded files, or a table with the
+user's own fitted model files (one per component).
 
 A `Dataset` carries the tables and a content digest of the raw bytes they were read from. The
 digest, with the chosen target, is the dataset key that reviews are stored under, so the same
@@ -13,14 +14,16 @@ import logging
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from core import load_table
 from core.errors import CpdecompError
+from core.model_files import PICKLE_SUFFIXES, READERS, load_model_file
 from core.tables import LIMITS, TableLimits
 from sample_data import SAMPLES
 
@@ -88,6 +91,11 @@ class Dataset:
     default_target: str | None = None
     default_id: str | None = None
     description: str = ""
+    models: Mapping[str, Any] | None = None
+    """The user's fitted models by component (f, sigma, lo, hi), read from files; None when
+    the study fits its own."""
+    model_features: tuple[str, ...] | None = None
+    """The columns the models read, in their order (None when they carry no names)."""
 
     @property
     def separate(self) -> bool:
@@ -119,6 +127,11 @@ def dataset_key(digest: str, target: str) -> str:
     return hashlib.sha256(f"{digest}\0{target}".encode()).hexdigest()[:32]
 
 
+def upload_label(name: str) -> str:
+    """The uploaded file's own name, without any folder: it only labels messages."""
+    return Path(name.replace("\0", "").replace("\\", "/")).name.strip() or "the upload"
+
+
 def read_upload(name: str, content: bytes, limits: TableLimits = LIMITS) -> pd.DataFrame:
     """Parse uploaded bytes with core's reader, so uploads get the CLI's checks and messages.
 
@@ -127,7 +140,7 @@ def read_upload(name: str, content: bytes, limits: TableLimits = LIMITS) -> pd.D
     behind in /tmp. The uploaded name only labels messages in the page, so it cannot reach a
     path, a parser's error text or a log. (Without /proc, a private folder is used instead.)
     """
-    label = Path(name.replace("\0", "").replace("\\", "/")).name.strip() or "the upload"
+    label = upload_label(name)
     if len(content) > limits.max_bytes:
         raise CpdecompError(
             f"{label} is {len(content) / 2**20:,.1f} MiB; the upload limit is "
@@ -244,3 +257,106 @@ def preview(table: pd.DataFrame, rows: int = 50) -> pd.DataFrame:
         if head[column].dtype == object:
             head[column] = head[column].map(lambda v: None if v is None or v != v else str(v))
     return head
+
+
+MODEL_COMPONENTS = {
+    "f": "Point model (f)",
+    "sigma": "Difficulty model (sigma, optional)",
+    "lo": "Lower quantile model (lo)",
+    "hi": "Upper quantile model (hi)",
+}
+"""The components a user can upload a model for, as the Data page names them."""
+
+MODEL_TYPES = [suffix.lstrip(".") for suffix in (*READERS, *sorted(PICKLE_SUFFIXES))]
+"""Extensions the model upload boxes accept. Pickle files are accepted by the box only so that
+core refuses them with its message (use skops), instead of the browser's bare 'not allowed'."""
+
+
+def read_model_upload(component: str, name: str, content: bytes,
+                      limits: TableLimits = LIMITS) -> Any:
+    """A fitted model from uploaded bytes, through core's reader (never unpickled).
+
+    The reader takes a path and decides by the extension, so the bytes go to a private folder
+    under a fixed name with the upload's extension; the uploaded name only labels messages.
+    """
+    label = upload_label(name)
+    suffix = Path(label).suffix.lower()
+    if len(content) > limits.max_bytes:
+        raise CpdecompError(
+            f"{label} is {len(content) / 2**20:,.1f} MiB; the upload limit is "
+            f"{limits.max_bytes / 2**20:,.1f} MiB", reason="too_large")
+    try:
+        with tempfile.TemporaryDirectory(prefix="cpdecomp-model-") as folder:
+            path = Path(folder) / f"model{suffix}"
+            if suffix not in PICKLE_SUFFIXES and suffix in READERS:
+                path.write_bytes(content)
+            return load_model_file(path, max_bytes=limits.max_bytes)
+    except CpdecompError as error:
+        message = str(error).replace(f"model{suffix}", label)
+        raise CpdecompError(f"{MODEL_COMPONENTS[component]}: {message}",
+                            reason=error.reason) from None
+
+
+def model_columns(models: Mapping[str, Any], table: pd.DataFrame) -> tuple[str, ...] | None:
+    """The columns the models read, checked against the table: every model must read the same
+    columns and the table must hold them (the message names the ones it lacks)."""
+    from core.models import model_kind
+
+    found: dict[str, list[str]] = {}
+    for component, model in models.items():
+        kind = model_kind(model)
+        names = kind.feature_names(model)
+        if names is not None:
+            found[component] = [str(c) for c in names]
+    if not found:
+        return None
+    first, columns = next(iter(found.items()))
+    for component, names in found.items():
+        if names != columns:
+            raise CpdecompError(f"the {first} and {component} models read different columns: "
+                                f"{', '.join(map(repr, columns))} and "
+                                f"{', '.join(map(repr, names))}")
+    present = {str(c) for c in table.columns}
+    missing = [c for c in columns if c not in present]
+    if missing:
+        raise CpdecompError(f"the {first} model does not fit this table: the table lacks "
+                            f"{', '.join(map(repr, missing))}; the model reads "
+                            f"{', '.join(map(repr, columns))}")
+    return tuple(columns)
+
+
+def model_upload(table_file: tuple[str, bytes], model_files: Mapping[str, tuple[str, bytes]],
+                 limits: TableLimits = LIMITS) -> Dataset:
+    """One table to split, with fitted model files by component (f, sigma, lo, hi)."""
+    unknown = sorted(set(model_files) - set(MODEL_COMPONENTS))
+    if unknown:
+        raise CpdecompError(f"no model component {unknown[0]!r}")
+    if not model_files:
+        raise CpdecompError("give at least one model file")
+    name, content = table_file
+
+    def read() -> Dataset:
+        table = read_upload(name, content, limits)
+        models = {component: read_model_upload(component, file_name, data, limits)
+                  for component, (file_name, data) in model_files.items()}
+        features = model_columns(models, table)
+        rest = table if features is None else table.drop(columns=list(features))
+        files = [Path(n).name for n, _ in model_files.values()]
+        return Dataset(
+            name=f"{Path(name).name} with {', '.join(files)}", patients=table,
+            digest=content_digest([content, *(
+                part for component in sorted(model_files)
+                for part in (component.encode(), model_files[component][1]))]),
+            default_target=guess_target(rest), default_id=guess_id(table),
+            models=models, model_features=features,
+        )
+    return _logged(read, len(content) + sum(len(c) for _, c in model_files.values()))
+
+
+def family_for(components: Sequence[str]) -> str:
+    """The conformal family the uploaded components make: quantile models give cqr, a point
+    and a difficulty model normalized, a point model alone absolute (gamma is chosen on Setup)."""
+    given = set(components)
+    if {"lo", "hi"} <= given:
+        return "cqr"
+    return "normalized" if "sigma" in given else "absolute"

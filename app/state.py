@@ -34,6 +34,7 @@ SOURCES = {
     "sample": "Bundled sample",
     "upload": "Upload one table",
     "separate": "Upload training / calibration / patients files",
+    "model": "Your fitted model",
 }
 
 _OPTION_DEFAULTS = StudyOptions(target="")
@@ -261,7 +262,7 @@ def fitted_study(digest: str, options: StudyOptions, _dataset: Dataset) -> Study
     """Split, fit and conformalize once per (data, options); `_dataset` is not hashed: the
     digest stands for its content."""
     study = prepare_study(_dataset.patients, options, train=_dataset.train,
-                          calibration=_dataset.calibration)
+                          calibration=_dataset.calibration, models=_dataset.models)
     return StudyHandle(study)
 
 

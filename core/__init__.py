@@ -42,6 +42,7 @@ _PUBLIC = {
     "MODELS": "core.models",
     "MODEL_KINDS": "core.models",
     "load_model_file": "core.model_files",
+    "system_from_mapie": "core.mapie",
     "ConformalSystem": "core.system",
     "FittedSystem": "core.system",
     "fit_system": "core.system",
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from core.decomposition import Decomposition
     from core.errors import CpdecompError
     from core.explainer import Explainer, Explanation
+    from core.mapie import system_from_mapie
     from core.model_files import load_model_file
     from core.models import MODEL_KINDS, MODELS
     from core.system import (
@@ -111,6 +113,7 @@ __all__ = [
     "prepare_study",
     "split_rows",
     "system_from_functions",
+    "system_from_mapie",
     "system_from_models",
     "target_values",
 ]

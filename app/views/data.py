@@ -27,21 +27,22 @@ def refuse(origin: tuple[str, ...], message: str) -> None:
     st.session_state["refused"] = (origin, message)
 
 
-def try_load(origin: tuple[str, ...], load: Callable[[], sources.Dataset]) -> None:
-    """Load a dataset unless it is the current one or was already refused."""
+def try_load(origin: tuple[str, ...], load: Callable[[], sources.Dataset]) -> bool:
+    """Load a dataset unless it is the current one or was already refused; True when loaded."""
     if st.session_state.get("dataset_origin") == origin:
-        return
+        return False
     refused = st.session_state.get("refused")
     if refused and refused[0] == origin:
         st.error(markdown_text(refused[1]))
-        return
+        return False
     try:
         dataset = load()
     except CpdecompError as error:
         refuse(origin, str(error))
         st.error(markdown_text(str(error)))
-        return
+        return False
     state.set_dataset(dataset, origin)
+    return True
 
 
 # Streamlit's upload cap (server.maxUploadSize) is checked again here, with core's row, column
@@ -64,6 +65,60 @@ elif source == "upload":
     else:
         st.info("Upload a table with one row per patient: a numeric target column and feature "
                 "columns. Rows are split into training, calibration and patients to explain.")
+elif source == "model":
+    table_upload = st.file_uploader("Patients table (CSV or Parquet)", key="model_table",
+                                    type=sources.UPLOAD_TYPES)
+    st.caption("Your model files, one per part of the model: skops (.skops), XGBoost "
+               "(.json, .ubj) or LightGBM (.txt). Pickle files (.pkl, .joblib) are refused: "
+               "opening one runs code from it; save the model with skops instead. A point "
+               "model alone gives the absolute family (or gamma, chosen on Setup); with a "
+               "difficulty model, normalized; lower and upper quantile models give cqr.")
+    model_slots = st.columns(len(sources.MODEL_COMPONENTS))
+    model_uploads = {}
+    for slot, (component, label) in zip(model_slots, sources.MODEL_COMPONENTS.items(), strict=True):
+        with slot:
+            given_model = st.file_uploader(label, key=f"model_{component}",
+                                           type=sources.MODEL_TYPES)
+        if given_model is not None:
+            model_uploads[component] = given_model
+    # Each model file is read as soon as it is given, so a refused one (a pickle, a damaged
+    # file) is said at once, with or without a table; the reason is kept per upload.
+    checks = st.session_state.setdefault("model_checks", {})
+    refused_models = []
+    for component, given_model in model_uploads.items():
+        if given_model.file_id not in checks:
+            try:
+                sources.read_model_upload(component, given_model.name,
+                                          given_model.getvalue(), limits)
+                checks[given_model.file_id] = ""
+            except CpdecompError as error:
+                checks[given_model.file_id] = str(error)
+        if checks[given_model.file_id]:
+            refused_models.append(component)
+            st.error(markdown_text(checks[given_model.file_id]))
+    if refused_models:
+        pass  # the data already loaded stays
+    elif table_upload is not None and model_uploads:
+        chosen_table = table_upload
+        origin = ("model", chosen_table.file_id,
+                  *(f"{c}={f.file_id}" for c, f in sorted(model_uploads.items())))
+        loaded = try_load(origin, lambda: sources.model_upload(
+            (chosen_table.name, chosen_table.getvalue()),
+            {c: (f.name, f.getvalue()) for c, f in model_uploads.items()}, limits))
+        current = state.current_dataset()
+        if loaded and current is not None:
+            # The study uses the models as given: their columns are the features, in their
+            # order, and the family is the one their components make.
+            if current.default_target:
+                st.session_state["target_column"] = current.default_target
+            if current.model_features is not None:
+                st.session_state["all_features"] = False
+                st.session_state["features"] = list(current.model_features)
+            st.session_state["cp_family"] = sources.family_for(list(model_uploads))
+    else:
+        st.info("Upload the patients table and at least one model file. The models are used "
+                "as they are: nothing is refitted but a difficulty model, if normalized needs "
+                "one and none is given. The Model choice on Setup does not apply.")
 else:
     slots = st.columns(3)
     given = []

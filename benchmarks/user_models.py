@@ -1,0 +1,234 @@
+"""Speed of cpdecomp on models a user brings (XGBoost, LightGBM, a scikit-learn Pipeline), side
+by side with shap's TreeExplainer on the same boosters, for the CQR instance game.
+
+    python benchmarks/user_models.py [--quick] [--out docs/benchmarks/user_models.md]
+
+Workload: seeded synthetic data, d features (8 and 12), 2,000 training rows, 500 calibration
+rows, quantile models at 0.05 and 0.95 (100 trees of depth 4), the cqr family, alpha = 0.1,
+exact Shapley, a background of 100 training rows. Per model type: the calibration game cold
+(the first patient, which computes it; no disk cache) and one patient with the game cached
+(median over 20 patients). shap's comparator is interventional TreeSHAP of f_hi and of f_lo with
+the same background rows (an Independent masker holding all of them), subtracted: the CQR
+instance game's values are φ_I = φ(f_hi) − φ(f_lo) on the identity scale, so the two must
+agree; the largest difference is reported. Both run in this process, one thread each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np
+import pandas as pd
+from threadpoolctl import threadpool_limits
+
+from core import Explainer, system_from_models
+from core.games.cache import GameCache
+from core.versions import REPORTED, library_versions
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "user_models.md"
+SEED = 0
+ALPHA = 0.1
+TRAINING_ROWS = 2000
+CALIBRATION_ROWS = 500
+BACKGROUND = 100
+TREES, DEPTH = 100, 4
+QUANTILES = {"lo": 0.05, "hi": 0.95}
+
+
+def make_data(d: int, n: int) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(SEED + d)
+    x = rng.normal(size=(n, d))
+    y = x[:, 0] + 0.5 * x[:, 1] ** 2 + np.exp(0.4 * x[:, 2]) * rng.normal(size=n)
+    return pd.DataFrame(x, columns=[f"x{j}" for j in range(d)]), y
+
+
+def xgboost_pair(x: pd.DataFrame, y: np.ndarray) -> dict[str, Any]:
+    import xgboost
+    return {name: xgboost.XGBRegressor(objective="reg:quantileerror", quantile_alpha=level,
+                                       n_estimators=TREES, max_depth=DEPTH, n_jobs=1).fit(x, y)
+            for name, level in QUANTILES.items()}
+
+
+def lightgbm_pair(x: pd.DataFrame, y: np.ndarray) -> dict[str, Any]:
+    import lightgbm
+    return {name: lightgbm.LGBMRegressor(objective="quantile", alpha=level, n_estimators=TREES,
+                                         max_depth=DEPTH, num_leaves=2**DEPTH, n_jobs=1,
+                                         verbose=-1).fit(x, y)
+            for name, level in QUANTILES.items()}
+
+
+def pipeline_pair(x: pd.DataFrame, y: np.ndarray) -> dict[str, Any]:
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    return {name: make_pipeline(StandardScaler(), HistGradientBoostingRegressor(
+        loss="quantile", quantile=level, max_iter=TREES, max_depth=DEPTH, random_state=SEED)
+    ).fit(x, y) for name, level in QUANTILES.items()}
+
+
+MODEL_TYPES: dict[str, Callable[[pd.DataFrame, np.ndarray], dict[str, Any]]] = {
+    "XGBoost (reg:quantileerror)": xgboost_pair,
+    "LightGBM (quantile)": lightgbm_pair,
+    "Pipeline(StandardScaler, HistGradientBoosting quantile)": pipeline_pair,
+}
+
+
+def shap_parts(model: Any, background: pd.DataFrame) -> tuple[Any, Callable[[pd.DataFrame],
+                                                                             pd.DataFrame]]:
+    """The tree model shap reads, and the transform of the raw rows it needs first."""
+    if hasattr(model, "steps"):
+        head, last = model[:-1], model[-1]
+        return last, lambda frame: head.transform(frame)
+    return model, lambda frame: frame
+
+
+def shap_explainers(models: dict[str, Any], background: pd.DataFrame) -> dict[str, Any]:
+    import shap
+    out = {}
+    for name, model in models.items():
+        tree, transform = shap_parts(model, background)
+        data = transform(background)
+        masker = shap.maskers.Independent(data, max_samples=len(data))
+        out[name] = (shap.TreeExplainer(tree, data=masker,
+                                        feature_perturbation="interventional"), transform)
+    return out
+
+
+def shap_instance(explainers: dict[str, Any], row: pd.DataFrame) -> np.ndarray:
+    values = {}
+    for name, (explainer, transform) in explainers.items():
+        values[name] = np.asarray(explainer.shap_values(transform(row)), float).reshape(-1)
+    return values["hi"] - values["lo"]
+
+
+def measure(label: str, d: int, patients: int) -> dict[str, Any]:
+    x, y = make_data(d, TRAINING_ROWS + CALIBRATION_ROWS + patients)
+    train = slice(0, TRAINING_ROWS)
+    calibration = slice(TRAINING_ROWS, TRAINING_ROWS + CALIBRATION_ROWS)
+    test = x.iloc[TRAINING_ROWS + CALIBRATION_ROWS:]
+    models = MODEL_TYPES[label](x.iloc[train], y[train])
+    fitted = system_from_models("cqr", models, x.iloc[train])
+    system = fitted.conformalize(x.iloc[calibration], y[calibration])
+    explainer = Explainer(system, background_size=BACKGROUND, seed=SEED, cache=GameCache(None))
+    paths = sorted({explainer.evaluator.path_of(name) for name in ("lo", "hi")})
+
+    start = time.perf_counter()
+    first = explainer.explain(test.iloc[:1], alpha=ALPHA)
+    cold = time.perf_counter() - start
+    ours, ours_phi = [], []
+    for i in range(1, patients):
+        start = time.perf_counter()
+        result = explainer.explain(test.iloc[i:i + 1], alpha=ALPHA)
+        ours.append(time.perf_counter() - start)
+        ours_phi.append(result.decomposition.instance[0])
+
+    background = pd.DataFrame(explainer.background, columns=list(x.columns))
+    try:
+        start = time.perf_counter()
+        explainers = shap_explainers(models, background)
+        shap_setup = time.perf_counter() - start
+        theirs, gaps = [], []
+        for i in range(1, patients):
+            start = time.perf_counter()
+            phi = shap_instance(explainers, test.iloc[i:i + 1])
+            theirs.append(time.perf_counter() - start)
+            gaps.append(float(np.max(np.abs(phi - ours_phi[i - 1]))))
+        shap_note = ""
+    except Exception as exc:  # shap refuses some boosters: say so, not a crash
+        shap_setup, theirs, gaps = float("nan"), [float("nan")], [float("nan")]
+        shap_note = f"shap failed: {type(exc).__name__}: {str(exc)[:120]}"
+    scale = float(np.max(np.abs(np.array(ours_phi))))
+    return {
+        "model": label, "d": d, "paths": "/".join(paths), "cold": cold,
+        "patient": float(np.median(ours)), "shap_setup": shap_setup,
+        "shap_patient": float(np.median(theirs)),
+        "gap": float(np.max(gaps)), "scale": scale,
+        "identity": float(first.decomposition.additivity_error),
+        "masking_check": float(first.masking_check_error), "note": shap_note,
+    }
+
+
+def report(rows: list[dict[str, Any]], command: str) -> str:
+    lines = [
+        "# User models: cpdecomp against shap's TreeExplainer (CQR instance game)", "",
+        f"Generated by `{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with "
+        "other jobs (read single times as ±30 %, ratios as the result); one thread each.", "",
+        f"Workload: {TRAINING_ROWS} training rows, {CALIBRATION_ROWS} calibration rows, "
+        f"quantile models at 0.05 / 0.95 ({TREES} trees, depth {DEPTH}), cqr, α = {ALPHA}, "
+        f"exact Shapley (2^d coalitions), background {BACKGROUND} training rows, the same "
+        "rows for shap (`Independent(background, max_samples=len(background))`, "
+        "`feature_perturbation='interventional'`). shap per patient = TreeSHAP of f_hi plus "
+        "of f_lo; cpdecomp per patient = the whole decomposition (three games) with the "
+        "calibration game cached.", "",
+        "| model | d | masking path | calibration game cold (s) | cpdecomp per patient (ms) "
+        "| shap per patient (ms) | shap / cpdecomp | max abs φ_I − shap (max abs φ_I) "
+        "| φ_T − φ_C − φ_I | fast path vs brute force |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ratio = r["shap_patient"] / r["patient"] if r["patient"] > 0 else float("nan")
+        lines.append(
+            f"| {r['model']} | {r['d']} | {r['paths']} | {r['cold']:.2f} | "
+            f"{1e3 * r['patient']:.2f} | {1e3 * r['shap_patient']:.2f} | {ratio:.1f}x | "
+            f"{r['gap']:.1e} ({r['scale']:.2g}) | {r['identity']:.1e} | "
+            f"{r['masking_check']:.1e} |")
+    fast = all(r["patient"] <= 1e-3 for r in rows)
+    ahead = all(r["shap_patient"] > r["patient"] for r in rows)
+    worst = max(rows, key=lambda r: r["patient"])
+    lines += [
+        "",
+        f"* Per patient ≤ 1 ms in every row: {'yes' if fast else 'no'} (slowest "
+        f"{1e3 * worst['patient']:.2f} ms, {worst['model']}, d = {worst['d']}). Ahead of "
+        f"shap's TreeExplainer in every row: {'yes' if ahead else 'no'}.",
+        "* Exactness: the last column is the largest relative gap between cpdecomp's tree "
+        "tables and brute force (the mean over the background of the model's own predict on "
+        "hybrid rows), checked on a few coalitions of the design; the identity column is "
+        "max |φ_T − φ_C − φ_I|.",
+        "* Agreement with shap: a gap of ~1e-7 of φ or less is of the size of float32 "
+        "rounding (the boosters keep thresholds and leaf values in float32; cpdecomp adds "
+        "them in float64); a larger gap where cpdecomp's fast path is ~1e-15 from brute "
+        "force is shap's own error (the issue reports shap 0.51 off brute force by up to "
+        "5e-3 on scikit-learn's HistGradientBoosting).",
+    ]
+    notes = [r["note"] for r in rows if r["note"]]
+    lines += ["", *(f"* {r['model']}, d = {r['d']}: {r['note']}" for r in rows if r["note"])]
+    if not notes:
+        lines.append("shap ran on every model.")
+    versions = library_versions((*REPORTED, "shap", "xgboost-cpu", "lightgbm"))
+    lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())), ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="d = 8 only, 4 patients")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args()
+    dims = (8,) if args.quick else (8, 12)
+    patients = 4 if args.quick else 21
+    rows = []
+    with threadpool_limits(limits=1):
+        for d in dims:
+            for label in MODEL_TYPES:
+                rows.append(measure(label, d, patients))
+                print(rows[-1], flush=True)
+    command = "python benchmarks/user_models.py" + (" --quick" if args.quick else "")
+    text = report(rows, command)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
