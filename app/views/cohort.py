@@ -105,6 +105,43 @@ st.dataframe(
                       "total_vs_instance": "% total vs instance"}),
     hide_index=True,
 )
+
+
+def subgroups() -> None:
+    """Coverage, width and the two parts per subgroup of one feature, on request."""
+    st.subheader("Subgroups")
+    feature = st.selectbox("Group patients by", [None, *d.features], key="subgroup_feature",
+                           format_func=lambda f: "(choose a feature)" if f is None else str(f),
+                           help="Categories, or quarters of the patients by the feature's "
+                                "value (quartiles).")
+    if feature is None:
+        return
+    table = summaries.subgroup_summary(report, feature)
+    percent = {c: (100 * table[c]).round(1) for c in
+               ("coverage", "coverage, 95% low", "coverage, 95% high")}
+    st.dataframe(
+        table.assign(**percent).rename(columns={
+            "coverage": "coverage %", "coverage, 95% low": "coverage 95% low",
+            "coverage, 95% high": "coverage 95% high",
+            "mean calibration-driven": f"mean calibration-driven ({units})",
+            "mean instance-driven": f"mean instance-driven ({units})"}),
+        hide_index=True, key="subgroup_table",
+        column_config={c: st.column_config.NumberColumn(format="%.4g") for c in
+                       ("median width", f"mean calibration-driven ({units})",
+                        f"mean instance-driven ({units})")})
+    st.caption(
+        f"Coverage: held-out rows of the group whose observed value falls inside their "
+        f"interval, with a 95% range (exact binomial); on few rows it is wide, and the "
+        f"{1 - e.alpha:.0%} guarantee holds for the cohort, not for each group. The two mean "
+        "parts are each patient's calibration-driven and instance-driven parts summed over the "
+        "features, averaged over the group.")
+    st.caption("These are the cohort's own intervals and parts, read group by group. A "
+               "conformal system calibrated separately per group (Mondrian, group-conditional "
+               "conformal prediction) would change the intervals, and its calibration step does "
+               "not split into feature parts, so it is not offered here.")
+
+
+subgroups()
 glossary.how_to_read()
 with st.expander("Analyst's details"):
     st.markdown(
