@@ -299,20 +299,38 @@ def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float |
 
 
 def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, *,
-                view: str, units: str, title: str) -> go.Figure:
+                view: str, units: str, title: str,
+                span: tuple[np.ndarray, np.ndarray] | None = None) -> go.Figure:
     """One attribution vector as labelled horizontal bars in the view's colour and pattern.
 
-    `title` is the dashboard's own text (it may use plotly markup); names go in as labels."""
+    `title` is the dashboard's own text (it may use plotly markup); names go in as labels.
+    `span`: (low, high) per feature, drawn as whiskers; a bar whose span holds 0 is pale and
+    its feature marked ? (the calibration-driven part's bootstrap interval)."""
     values = np.asarray(values, dtype=float)
+    unsettled = np.zeros(len(features), bool)
+    whiskers = None
+    if span is not None:
+        low, high = (np.asarray(v, dtype=float) for v in span)
+        unsettled = (low <= 0) & (high >= 0)
+        whiskers = {"type": "data", "symmetric": False,
+                    "array": np.maximum(high - values, 0)[order],
+                    "arrayminus": np.maximum(values - low, 0)[order], "visible": True,
+                    "color": "#111111", "thickness": 1.2, "width": 4}
     trace = dict(
-        type="bar", x=values[order], y=tick_labels([features[j] for j in order]),
-        orientation="h",
+        type="bar", x=values[order],
+        y=tick_labels([feature_label(features[j], False, bool(unsettled[j])) for j in order]),
+        orientation="h", error_x=whiskers,
         marker={"color": COLOURS[view], "pattern": _pattern(view),
+                "opacity": [UNSETTLED_OPACITY if unsettled[j] else 1.0 for j in order],
                 "line": {"color": "#111111", "width": 0.5}},
-        text=[format_value(v) for v in values[order]], textposition="outside", cliponaxis=False,
-        hovertemplate="%{y}: %{x:.4g}<extra></extra>",
+        # Beside a whisker the number would sit on it; the hover gives it.
+        text=None if span is not None else [format_value(v) for v in values[order]],
+        textposition="outside", cliponaxis=False,
+        hovertemplate="%{y}: %{x:.4g}<extra></extra>" if span is None else
+        "%{y}: %{x:.4g} (likely range %{customdata[0]:.4g} to %{customdata[1]:.4g})<extra></extra>",
+        customdata=None if span is None else np.column_stack([low, high])[order],
     )
-    limit = _padded_limit(values)
+    limit = _padded_limit(values if span is None else np.concatenate([values, low, high]))
     layout = _layout(140 + ROW_HEIGHT * len(features), title)
     layout["xaxis"].update(range=[-limit, limit], zeroline=True, zerolinewidth=1.5,
                            title={"text": units})

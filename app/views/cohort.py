@@ -76,8 +76,19 @@ left, right = st.columns(2)
 with left:
     title = ("Calibration-driven (one vector for the cohort)" if one_vector
              else "Calibration-driven (cohort mean)")
+    # The bootstrap interval is one per feature only where the vector is (a mean over patients
+    # of rescaled intervals would be no interval).
+    span = (d.calibration_low[0], d.calibration_high[0]) if (
+        one_vector and d.calibration_low is not None and d.calibration_high is not None) else None
     widgets.chart(charts.vector_bars(d.features, vector, order, view="calibration", units=units,
-                                     title=f"{title}<br><sup>{label}</sup>"))
+                                     title=f"{title}<br><sup>{label}</sup>", span=span))
+    if span is not None:
+        unsettled = (span[0] <= 0) & (span[1] >= 0)
+        st.caption(f"Whiskers: how much each part could change with another calibration set of "
+                   f"the same size. {charts.UNSETTLED_MARK} and a pale bar: the whisker crosses "
+                   "zero, so whether the calibration set makes that feature widen or narrow "
+                   f"intervals is not settled ({int(unsettled.sum())} of {len(unsettled)} "
+                   "features).")
     if not one_vector:
         st.caption("In width units a multiplicative family scales the calibration-driven part "
                    "by each patient's width factor; this is the mean over patients. Switch to "

@@ -71,3 +71,43 @@ def test_subgroup_report_on_the_cohort_page() -> None:
     at.selectbox(key="subgroup_feature").set_value("sex").run()
     table = at.dataframe[-1].value
     assert list(table["group"]) == ["1", "2"]
+
+
+def test_cohort_calibration_vector_has_the_bootstrap_whiskers_in_log_units() -> None:
+    import base64
+
+    import plotly.io as pio
+
+    from app import charts
+    from app.state import CALIBRATION_BOOTSTRAP
+
+    def array(value) -> np.ndarray:
+        if isinstance(value, dict):  # plotly's typed binary block
+            return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        return np.asarray(value, dtype=float)
+
+    at = run_linear(new_app())
+    at.switch_page("views/cohort.py").run()
+    # In width units a multiplicative family's vector is a mean over patients: no whiskers.
+    vector = pio.from_json(at.get("plotly_chart")[1].proto.spec).data[0]
+    assert vector.error_x.array is None
+    at.radio(key="units").set_value("log").run()
+    assert errors(at) == []
+    vector = pio.from_json(at.get("plotly_chart")[1].proto.spec).data[0]
+    config = at.session_state["last_run"]
+    dataset = sources.load_sample("diabetes")
+    study = prepare_study(dataset.patients, config.options, train=dataset.train,
+                          calibration=dataset.calibration)
+    d = study.explain(method=config.method, alpha=config.alpha, units="log",
+                      calibration_bootstrap=CALIBRATION_BOOTSTRAP).explanation.decomposition
+    order = charts.feature_order(np.abs(d.total).mean(axis=0))
+    x = array(vector.x)
+    np.testing.assert_allclose(x, d.calibration[0][order], rtol=1e-9)
+    np.testing.assert_allclose(x - array(vector.error_x.arrayminus), d.calibration_low[0][order],
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(x + array(vector.error_x.array), d.calibration_high[0][order],
+                               rtol=1e-9, atol=1e-12)
+    unsettled = d.calibration_sign_uncertain[0][order]
+    assert [label.endswith(charts.UNSETTLED_MARK) for label in vector.y] == list(unsettled)
+    assert any(f"({unsettled.sum()} of {len(unsettled)} features)" in shown(c.value)
+               for c in at.caption)
