@@ -127,25 +127,28 @@ def subgroups() -> None:
                                 "value (quartiles).")
     if feature is None:
         return
+    with st.container(key="subgroup_report"):
+        subgroup_report(feature)
+
+
+def subgroup_report(feature: str) -> None:
     table = summaries.subgroup_summary(report, feature)
     percent = {c: (100 * table[c]).round(1) for c in
                ("coverage", "coverage, 95% low", "coverage, 95% high")}
     st.dataframe(
         table.assign(**percent).rename(columns={
-            "coverage": "coverage %", "coverage, 95% low": "coverage 95% low",
-            "coverage, 95% high": "coverage 95% high",
-            "mean calibration-driven": f"mean calibration-driven ({units})",
-            "mean instance-driven": f"mean instance-driven ({units})"}),
-        hide_index=True, key="subgroup_table",
+            "with observed target": "observed", "coverage": "coverage %",
+            "coverage, 95% low": "95% low", "coverage, 95% high": "95% high"}),
+        hide_index=True,
         column_config={c: st.column_config.NumberColumn(format="%.4g") for c in
-                       ("median width", f"mean calibration-driven ({units})",
-                        f"mean instance-driven ({units})")})
+                       ("median width", "mean calibration-driven", "mean instance-driven")})
     st.caption(
         f"Coverage: held-out rows of the group whose observed value falls inside their "
-        f"interval, with a 95% range (exact binomial); on few rows it is wide, and the "
+        f"interval ('observed': rows with a known outcome), with a 95% range (exact "
+        f"binomial); on few rows it is wide, and the "
         f"{1 - e.alpha:.0%} guarantee holds for the cohort, not for each group. The two mean "
         "parts are each patient's calibration-driven and instance-driven parts summed over the "
-        "features, averaged over the group.")
+        f"features, averaged over the group, in {markdown_text(units)}.")
     st.caption("These are the cohort's own intervals and parts, read group by group. A "
                "conformal system calibrated separately per group (Mondrian, group-conditional "
                "conformal prediction) would change the intervals, and its calibration step does "

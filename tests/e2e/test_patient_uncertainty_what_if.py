@@ -1,6 +1,7 @@
 """The Patient page in a real browser at 1280x720 and 1440x900: the calibration-driven bars'
-whiskers and ? marks, the optional standard-SHAP panel, and what-if editing (a live interval,
-an error box for a value that is not a number, a warning outside the training range, Reset).
+whiskers and ? marks, the optional standard-SHAP panel, what-if editing (a live interval, an
+error box for a value that is not a number, a warning outside the training range, Reset), and
+the Cohort page's subgroup report and whiskered calibration-driven vector.
 
 Drives Debian's chromium through Playwright (never `playwright install`). Screenshots go to
 $CPDECOMP_SCREENSHOT_DIR (default out/e2e/), outside git.
@@ -18,6 +19,7 @@ from dashboard_driver import (
     ROOT,
     STEP_TIMEOUT,
     browser_missing,
+    choose,
     launch,
     open_page,
     run_sample,
@@ -129,3 +131,17 @@ def checks(page, url: str) -> None:
     expect(width).to_have_text(original)
     expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)
     expect(reading).to_be_visible()
+
+    # Cohort: the subgroup report, and the calibration-driven vector's whiskers in log units.
+    open_page(page, "Cohort")
+    choose(page, "subgroup_feature", "bmi")
+    table = page.locator(".st-key-subgroup_report")
+    expect(table).to_be_visible(timeout=STEP_TIMEOUT)
+    expect(page.get_by_text(re.compile("Mondrian"))).to_be_visible()
+    shots(page, "cohort-subgroups", table)
+    page.get_by_test_id("stSidebar").get_by_text("log units").click()
+    settle(page)
+    vector = page.get_by_test_id("stPlotlyChart").nth(1)
+    expect(vector.locator("g.ytick text").filter(has_text="?").first).to_be_visible(
+        timeout=STEP_TIMEOUT)
+    shots(page, "cohort-calibration-vector", vector)
