@@ -200,6 +200,12 @@ def case_html(results: Results, position: int, reviews: Sequence[ReviewEvent]) -
         "Instance-driven: set by this patient's own values. Total = calibration + instance. "
         f"Features marked {charts.DISAGREE_MARK} have parts of opposite signs.",
     ]
+    if e.decomposition.calibration_low is not None:
+        notes.append(
+            "Whiskers on the calibration-driven bars: its 90% interval over "
+            f"{e.calibration_bootstrap} resampled calibration sets. Features marked "
+            f"{charts.UNSETTLED_MARK} (pale bars) have an interval holding 0: whether the "
+            "calibration set makes them widen or narrow the interval is not settled.")
     return export.case_summary_html(
         title=f"cpdecomp case summary: patient {patient}", facts=facts,
         figures=[bars_figure(results, position), waterfall_figure(results, position)],

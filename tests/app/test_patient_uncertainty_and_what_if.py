@@ -190,3 +190,14 @@ def test_what_if_starts_again_from_another_patient() -> None:
     _, report = independent_report(at)
     assert box(at, "bmi").value == f"{report.feature_values['bmi'].iloc[3]:g}"
     assert edited_metric(at, "Edited width") == f"{report.explanation.width[3]:.4g}"
+
+
+def test_the_case_summary_carries_the_intervals_and_the_mark() -> None:
+    from app import cases
+    from app.state import Results
+
+    at = patient_page()
+    study, report = independent_report(at)
+    html = cases.case_html(Results(at.session_state["last_run"], study, report, "width"), 0, [])
+    assert "resampled calibration sets" in html
+    assert "calibration-driven, low end" in html and "not settled" in html
