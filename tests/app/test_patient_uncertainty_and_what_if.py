@@ -201,3 +201,19 @@ def test_the_case_summary_carries_the_intervals_and_the_mark() -> None:
     html = cases.case_html(Results(at.session_state["last_run"], study, report, "width"), 0, [])
     assert "resampled calibration sets" in html
     assert "calibration-driven, low end" in html and "not settled" in html
+
+
+def test_what_if_in_log_units_rescales_the_edited_parts() -> None:
+    at = what_if_page()
+    box(at, "bmi").input("35").run()
+    width_units = [array(t.x) for t in figures(at)[-1].data[:3]]
+    at.radio(key="units").set_value("log").run()
+    assert errors(at) == []
+    assert box(at, "bmi").value == "35"  # the edit survives the units switch
+    log_units = [array(t.x) for t in figures(at)[-1].data[:3]]
+    # One positive factor per patient turns log units into width units (core's in_units):
+    # the same signs, and the same ratio for every part of the edited patient.
+    ratios = np.concatenate(width_units) / np.concatenate(log_units)
+    nonzero = np.abs(np.concatenate(log_units)) > 1e-12
+    np.testing.assert_allclose(ratios[nonzero], ratios[nonzero][0], rtol=1e-9)
+    assert ratios[nonzero][0] > 0
