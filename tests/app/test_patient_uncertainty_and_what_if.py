@@ -217,3 +217,28 @@ def test_what_if_in_log_units_rescales_the_edited_parts() -> None:
     nonzero = np.abs(np.concatenate(log_units)) > 1e-12
     np.testing.assert_allclose(ratios[nonzero], ratios[nonzero][0], rtol=1e-9)
     assert ratios[nonzero][0] > 0
+
+
+def test_what_if_with_a_category_and_the_absolute_family() -> None:
+    from dashboard_helpers import csv_bytes, small_table
+
+    at = new_app()
+    at.radio(key="data_source").set_value("upload").run()
+    at.file_uploader(key="upload").set_value(("cohort.csv", csv_bytes(small_table()), "text/csv"))
+    at.run()
+    at = run_linear(at, cp_family="absolute")
+    at.switch_page("views/patient.py").run()
+    at.toggle(key="whatif_on").set_value(True).run()
+    assert errors(at) == []
+    ward = next(s for s in at.selectbox if s.label == "ward")
+    assert ward.options == ["(missing)", "A", "B"]
+    before = edited_metric(at, "Edited prediction")
+    ward.set_value("B" if ward.value == "A" else "A").run()
+    assert errors(at) == []
+    assert any("**Changed:** ward" in m.value for m in at.markdown)
+    # Absolute: the width is the calibration set's alone, so an edit moves the prediction only.
+    width = next(m.value for m in at.metric if m.label == "Width")
+    assert edited_metric(at, "Edited width") == width
+    assert edited_metric(at, "Edited prediction") != before  # the linear model uses ward
+    bars = figures(at)[-1]
+    np.testing.assert_allclose(array(bars.data[1].x), 0.0, atol=1e-12)  # no instance part
