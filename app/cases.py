@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -14,16 +15,37 @@ from app.reviews import ReviewEvent
 from app.state import Results, results_in_width_units, units_label
 from core import FAMILIES, MODELS
 from core.attribution import METHOD_LABELS
+from core.decomposition import Decomposition
 
 
 def disagreements(results: Results, position: int) -> np.ndarray:
     """Features whose calibration-driven and instance-driven parts have opposite signs (parts
     under SIGN_CUT of the patient's largest attribution have none)."""
-    d = results.report.explanation.decomposition
+    return decomposition_disagreements(results.report.explanation.decomposition, position)
+
+
+def decomposition_disagreements(d: Decomposition, position: int) -> np.ndarray:
+    """disagreements for one row of a decomposition. A calibration-driven part whose sign is
+    not settled (its interval holds 0) has no sign to oppose."""
     scale = summaries.attribution_scale(d)[position:position + 1]
-    return summaries.opposite(
+    flags = summaries.opposite(
         summaries.signs(d.calibration[position:position + 1], scale, summaries.SIGN_CUT),
         summaries.signs(d.instance[position:position + 1], scale, summaries.SIGN_CUT))[0]
+    unsettled = calibration_unsettled(d, position)
+    return flags if unsettled is None else flags & ~unsettled
+
+
+def calibration_unsettled(d: Decomposition, position: int) -> np.ndarray | None:
+    """Per feature: does the calibration-driven part's interval hold 0 (None: no interval)?"""
+    uncertain = d.calibration_sign_uncertain
+    return None if uncertain is None else np.asarray(uncertain[position], dtype=bool)
+
+
+def calibration_range(d: Decomposition, position: int
+                      ) -> tuple[np.ndarray, np.ndarray] | None:
+    if d.calibration_low is None or d.calibration_high is None:
+        return None
+    return d.calibration_low[position], d.calibration_high[position]
 
 
 def display_value(value: object) -> str:
@@ -43,6 +65,8 @@ def patient_table(results: Results, position: int) -> pd.DataFrame:
     d = report.explanation.decomposition
     flags = disagreements(results, position)
     order = charts.feature_order(d.total[position])  # the charts' order
+    span = calibration_range(d, position)
+    unsettled = calibration_unsettled(d, position)
     return pd.DataFrame({
         "feature": list(d.features),
         # As text: a column mixing numbers and category names cannot go to Arrow, and
@@ -55,6 +79,10 @@ def patient_table(results: Results, position: int) -> pd.DataFrame:
             for part, name in (("calibration", "calibration-driven"),
                                ("instance", "instance-driven"), ("total", "total"))}
            if d.total_se is not None else {}),
+        **({"calibration-driven, low end": span[0], "calibration-driven, high end": span[1],
+            "calibration-driven direction": ["not settled" if u else "settled"
+                                             for u in unsettled]}
+           if span is not None and unsettled is not None else {}),
         "signs differ": ["yes" if f else "" for f in flags],
     }).iloc[order].reset_index(drop=True)
 
@@ -66,14 +94,35 @@ def feature_texts(results: Results, position: int) -> list[str]:
 
 
 def bars_figure(results: Results, position: int) -> go.Figure:
-    d = results.report.explanation.decomposition
+    return decomposition_bars(results.report.explanation.decomposition, position,
+                              units_label(results), feature_texts(results, position))
+
+
+def decomposition_bars(d: Decomposition, position: int, units: str,
+                       values: Sequence[str]) -> go.Figure:
+    """The three panels for one row of a decomposition (a cohort's patient or an edited one)."""
     return charts.side_by_side_bars(
         d.features, d.calibration[position], d.instance[position], d.total[position],
-        units=units_label(results), disagree=disagreements(results, position),
+        units=units, disagree=decomposition_disagreements(d, position),
         errors=None if (d.total_se is None or d.calibration_se is None or d.instance_se is None)
         else (d.calibration_se[position], d.instance_se[position], d.total_se[position]),
-        values=feature_texts(results, position),
+        values=values, calibration_range=calibration_range(d, position),
     )
+
+
+def fixed_quantile_figure(results: Results, position: int) -> go.Figure | None:
+    """The practitioners' comparator for one patient, in the bars' feature order; None when
+    the run did not compute it."""
+    d = results.report.explanation.decomposition
+    if d.fixed_quantile is None:
+        return None
+    order = charts.feature_order(d.total[position])
+    # Always in width units, whatever the units on show: q̂ held fixed has no log scale.
+    return charts.vector_bars(
+        d.features, d.fixed_quantile[position], order, view="fixed",
+        units=units_label(replace(results, units="width")),
+        title="What a standard SHAP of the interval shows<br><sup>the width's Shapley values "
+              "with the calibration set's quantile held fixed</sup>")
 
 
 def has_instance_part(results: Results) -> bool:
@@ -88,8 +137,9 @@ def case_reading(results: Results, position: int, unit: str = "") -> str:
     e = width.report.explanation
     d = e.decomposition
     return patient_reading(d.features, d.calibration[position], d.instance[position],
-                             d.total[position], float(e.width[position]), e.base_width,
-                             unit=unit, has_instance_part=has_instance_part(results))
+                           d.total[position], float(e.width[position]), e.base_width,
+                           unit=unit, has_instance_part=has_instance_part(results),
+                           calibration_unsettled=calibration_unsettled(d, position))
 
 
 def waterfall_figure(results: Results, position: int) -> go.Figure:
@@ -150,6 +200,12 @@ def case_html(results: Results, position: int, reviews: Sequence[ReviewEvent]) -
         "Instance-driven: set by this patient's own values. Total = calibration + instance. "
         f"Features marked {charts.DISAGREE_MARK} have parts of opposite signs.",
     ]
+    if e.decomposition.calibration_low is not None:
+        notes.append(
+            "Whiskers on the calibration-driven bars: its 90% interval over "
+            f"{e.calibration_bootstrap} resampled calibration sets. Features marked "
+            f"{charts.UNSETTLED_MARK} (pale bars) have an interval holding 0: whether the "
+            "calibration set makes them widen or narrow the interval is not settled.")
     return export.case_summary_html(
         title=f"cpdecomp case summary: patient {patient}", facts=facts,
         figures=[bars_figure(results, position), waterfall_figure(results, position)],

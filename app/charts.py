@@ -32,8 +32,11 @@ PANEL_TITLES = {"calibration": "Calibration-driven", "instance": "Instance-drive
 LABEL_CHARACTERS = 26
 """Longer feature names are cut with … on the axis (the hover shows them whole), so the three
 panels keep their room at 1280 px."""
-COLOURS = {"calibration": "#0072B2", "instance": "#E69F00", "total": "#555555"}
-PATTERNS = {"calibration": "/", "instance": ".", "total": ""}
+COLOURS = {"calibration": "#0072B2", "instance": "#E69F00", "total": "#555555",
+           "fixed": "#CC79A7"}
+PATTERNS = {"calibration": "/", "instance": ".", "total": "", "fixed": "x"}
+""""fixed" is no part: the practitioners' comparator (the width's Shapley values at a fixed
+conformal quantile), in a colour of its own so it is never read as one of the three."""
 WIDENS, NARROWS = "#444444", "#C8C8C8"
 """Waterfall steps: shades of the total's grey, so no part's colour means a direction."""
 PART_WORDS = {"calibration": "calibration-driven part (set by the calibration set)",
@@ -41,6 +44,10 @@ PART_WORDS = {"calibration": "calibration-driven part (set by the calibration se
               "total": "total (calibration + instance)"}
 DISAGREE_MARK = "⇄"
 """Appended to a feature's label when its calibration and instance parts have opposite signs."""
+UNSETTLED_MARK = "?"
+"""Appended to a feature's label when its calibration-driven part's interval holds 0: whether
+it widens or narrows the interval is not settled by this calibration set."""
+UNSETTLED_OPACITY = 0.35
 
 FONT = {"size": 13}
 ROW_HEIGHT = 26
@@ -115,14 +122,26 @@ def _direction(value: float) -> str:
 
 
 def _hover(feature: str, value_text: str | None, view: str, part: float,
-           se: float | None) -> str:
-    """Plain words for one bar: the feature's value, the part and its direction, the SE."""
+           se: float | None, span: tuple[float, float] | None = None) -> str:
+    """Plain words for one bar: the feature's value, the part and its direction, the SE and
+    the calibration-driven part's likely range."""
     lines = [f"<b>{plotly_text(feature)}</b>"
              + (f" = {plotly_text(value_text)}" if value_text not in (None, "") else "")]
-    lines.append(f"{PART_WORDS[view]}: {format_value(part)} ({_direction(part)})")
+    unsettled = span is not None and span[0] <= 0 <= span[1]
+    direction = "direction not settled" if unsettled else _direction(part)
+    lines.append(f"{PART_WORDS[view]}: {format_value(part)} ({direction})")
+    if span is not None:
+        lines.append(f"likely range with another calibration set: {format_value(span[0])} to "
+                     f"{format_value(span[1])}")
     if se is not None:
         lines.append(f"sampling error ± {abs(se):.2g} (one standard error)")
     return "<br>".join(lines)
+
+
+def feature_label(name: str, disagree: bool, unsettled: bool) -> str:
+    """A feature's axis label with its marks: ⇄ parts of opposite signs, ? sign not settled."""
+    marks = (DISAGREE_MARK if disagree else "") + (UNSETTLED_MARK if unsettled else "")
+    return f"{name} {marks}" if marks else name
 
 
 def _padded_limit(values: np.ndarray, share: float = 0.6) -> float:
@@ -135,20 +154,32 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
                       total: np.ndarray, *, units: str, disagree: np.ndarray | None = None,
                       title: str | None = None,
                       errors: Sequence[np.ndarray] | None = None,
-                      values: Sequence[str] | None = None) -> go.Figure:
+                      values: Sequence[str] | None = None,
+                      calibration_range: tuple[np.ndarray, np.ndarray] | None = None
+                      ) -> go.Figure:
     """Three labelled panels sharing the feature axis and one value scale, features by |total|.
 
     `errors`: Monte Carlo standard errors of a sampled method, (calibration, instance, total);
     drawn as ±2 SE whiskers so a bar that may not differ from zero is visible as such.
     `values`: the patient's feature values as text, for the hover.
+    `calibration_range`: (low, high) of each calibration-driven part over resampled calibration
+    sets: drawn as whiskers; a part whose range holds 0 is pale and its feature marked ?.
     """
     calibration, instance, total = (np.asarray(v, dtype=float) for v in
                                     (calibration, instance, total))
     disagree = np.zeros(len(features), bool) if disagree is None else np.asarray(disagree, bool)
+    low = high = None
+    unsettled = np.zeros(len(features), bool)
+    if calibration_range is not None:
+        low, high = (np.asarray(v, dtype=float) for v in calibration_range)
+        unsettled = (low <= 0) & (high >= 0)
     order = feature_order(total)
-    labels = tick_labels([f"{features[j]} {DISAGREE_MARK}" if disagree[j] else features[j]
+    labels = tick_labels([feature_label(features[j], bool(disagree[j]), bool(unsettled[j]))
                           for j in order])
-    limit = _padded_limit(np.concatenate([calibration, instance, total]))
+    shown = [calibration, instance, total]
+    if low is not None and high is not None:
+        shown += [low, high]
+    limit = _padded_limit(np.concatenate(shown))
     # Three x axes side by side over one y axis (what make_subplots builds, at a fraction of
     # its cost): the panels share the features and one value scale.
     domains = ((0.0, 0.3), (0.35, 0.65), (0.7, 1.0))
@@ -158,20 +189,31 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
         suffix = "" if column == 1 else str(column)
         outline = [2.5 if disagree[j] and view != "total" else 0.5 for j in order]
         whiskers, se = None, None
+        ranged = view == "calibration" and low is not None and high is not None
         if errors is not None:
             se = np.asarray(errors[column - 1], dtype=float)
             whiskers = {"type": "data", "array": 2 * se[order], "visible": True,
                         "color": "#111111", "thickness": 1.2, "width": 4}
+        if ranged and low is not None and high is not None:
+            # The bootstrap's percentile interval need not be symmetric about the part.
+            whiskers = {"type": "data", "symmetric": False,
+                        "array": np.maximum(high - part, 0)[order],
+                        "arrayminus": np.maximum(part - low, 0)[order], "visible": True,
+                        "color": "#111111", "thickness": 1.2, "width": 4}
         hover = [_hover(features[j], None if values is None else values[j], view,
-                        float(part[j]), None if se is None else float(se[j])) for j in order]
+                        float(part[j]), None if se is None else float(se[j]),
+                        (float(low[j]), float(high[j])) if ranged and low is not None
+                        and high is not None else None) for j in order]
+        opacity = [UNSETTLED_OPACITY if view == "calibration" and unsettled[j] else 1.0
+                   for j in order]
         traces.append(dict(
             type="bar", x=part[order], y=labels, orientation="h", name=TITLES[view],
             error_x=whiskers, legendrank=column,
             xaxis=f"x{suffix}", yaxis="y",
-            marker={"color": COLOURS[view], "pattern": _pattern(view),
+            marker={"color": COLOURS[view], "pattern": _pattern(view), "opacity": opacity,
                     "line": {"color": "#111111", "width": outline}},
             # Beside a whisker the number would sit on it; the hover and the table give it.
-            text=None if se is not None else [format_value(v) for v in part[order]],
+            text=None if se is not None or ranged else [format_value(v) for v in part[order]],
             textposition="outside", cliponaxis=False, textfont={"size": 12},
             customdata=hover, hovertemplate="%{customdata}<extra></extra>",
         ))
@@ -257,20 +299,38 @@ def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float |
 
 
 def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, *,
-                view: str, units: str, title: str) -> go.Figure:
+                view: str, units: str, title: str,
+                span: tuple[np.ndarray, np.ndarray] | None = None) -> go.Figure:
     """One attribution vector as labelled horizontal bars in the view's colour and pattern.
 
-    `title` is the dashboard's own text (it may use plotly markup); names go in as labels."""
+    `title` is the dashboard's own text (it may use plotly markup); names go in as labels.
+    `span`: (low, high) per feature, drawn as whiskers; a bar whose span holds 0 is pale and
+    its feature marked ? (the calibration-driven part's bootstrap interval)."""
     values = np.asarray(values, dtype=float)
+    unsettled = np.zeros(len(features), bool)
+    whiskers = None
+    if span is not None:
+        low, high = (np.asarray(v, dtype=float) for v in span)
+        unsettled = (low <= 0) & (high >= 0)
+        whiskers = {"type": "data", "symmetric": False,
+                    "array": np.maximum(high - values, 0)[order],
+                    "arrayminus": np.maximum(values - low, 0)[order], "visible": True,
+                    "color": "#111111", "thickness": 1.2, "width": 4}
     trace = dict(
-        type="bar", x=values[order], y=tick_labels([features[j] for j in order]),
-        orientation="h",
+        type="bar", x=values[order],
+        y=tick_labels([feature_label(features[j], False, bool(unsettled[j])) for j in order]),
+        orientation="h", error_x=whiskers,
         marker={"color": COLOURS[view], "pattern": _pattern(view),
+                "opacity": [UNSETTLED_OPACITY if unsettled[j] else 1.0 for j in order],
                 "line": {"color": "#111111", "width": 0.5}},
-        text=[format_value(v) for v in values[order]], textposition="outside", cliponaxis=False,
-        hovertemplate="%{y}: %{x:.4g}<extra></extra>",
+        # Beside a whisker the number would sit on it; the hover gives it.
+        text=None if span is not None else [format_value(v) for v in values[order]],
+        textposition="outside", cliponaxis=False,
+        hovertemplate="%{y}: %{x:.4g}<extra></extra>" if span is None else
+        "%{y}: %{x:.4g} (likely range %{customdata[0]:.4g} to %{customdata[1]:.4g})<extra></extra>",
+        customdata=None if span is None else np.column_stack([low, high])[order],
     )
-    limit = _padded_limit(values)
+    limit = _padded_limit(values if span is None else np.concatenate([values, low, high]))
     layout = _layout(140 + ROW_HEIGHT * len(features), title)
     layout["xaxis"].update(range=[-limit, limit], zeroline=True, zerolinewidth=1.5,
                            title={"text": units})

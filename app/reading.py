@@ -37,15 +37,20 @@ def people_number(value: float, signed: bool = False) -> str:
 
 def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: np.ndarray,
                     total: np.ndarray, width: float, base_width: float, *, unit: str = "",
-                    has_instance_part: bool = True) -> str:
+                    has_instance_part: bool = True,
+                    calibration_unsettled: np.ndarray | None = None) -> str:
     """One paragraph: how much wider (or narrower) than a typical patient's interval, which
     feature contributes most and through which part, and a feature whose parts pull apart.
 
     All arrays are in width units, one entry per feature; `base_width` is the featureless width
-    (what the interval would be knowing nothing about the patient).
+    (what the interval would be knowing nothing about the patient). `calibration_unsettled`
+    marks features whose calibration-driven part's interval holds 0: their calibration-driven
+    direction is never stated as a fact.
     """
     calibration, instance, total = (np.asarray(v, dtype=float) for v in
                                     (calibration, instance, total))
+    unsettled = (np.zeros(len(calibration), bool) if calibration_unsettled is None
+                 else np.asarray(calibration_unsettled, dtype=bool))
     units = f" {unit}" if unit else ""
     difference = float(width) - float(base_width)
     scale = max(float(np.max(np.abs(np.concatenate([calibration, instance, total])),
@@ -63,6 +68,7 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
         sentences.append("Under this conformal family the width is the same for every patient: "
                          "it is set by the calibration set alone, and this patient's own values "
                          "do not change it.")
+        sentences += _unsettled_sentence(features, unsettled)
         return " ".join(sentences)
 
     # The feature that moves the width most in the direction it moved.
@@ -71,13 +77,14 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
     if candidates.size:
         j = int(candidates[np.argmax(np.abs(total[candidates]))])
         part = "instance-driven" if abs(instance[j]) >= abs(calibration[j]) else (
-            "calibration-driven")
+            "calibration-driven, direction not settled" if unsettled[j]
+            else "calibration-driven")
         lead = "Most of that" if abs(total[j]) >= 0.5 * abs(difference) else "The largest share"
         sentences.append(f"{lead} comes from this patient's {features[j]} "
                          f"({people_number(total[j], signed=True)}{units}, {part}).")
 
     # The feature whose two parts pull hardest against each other.
-    opposed = np.flatnonzero((calibration * instance < 0)
+    opposed = np.flatnonzero((calibration * instance < 0) & ~unsettled
                              & (np.minimum(np.abs(calibration), np.abs(instance))
                                 > SIGN_CUT * scale))
     if opposed.size:
@@ -90,4 +97,18 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
             f"({people_number(instance[k], signed=True)}) but {through} it through the "
             f"calibration set ({people_number(calibration[k], signed=True)}): the total shows "
             f"only {people_number(total[k], signed=True)}.")
+    sentences += _unsettled_sentence(features, unsettled & (np.abs(calibration)
+                                                            > SIGN_CUT * scale))
     return " ".join(sentences)
+
+
+def _unsettled_sentence(features: Sequence[str], unsettled: np.ndarray) -> list[str]:
+    """Name the features whose calibration-driven direction another calibration set could
+    reverse (parts too small to matter are left out)."""
+    names = [features[int(j)] for j in np.flatnonzero(unsettled)]
+    if not names:
+        return []
+    listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return [f"Whether the calibration set makes {listed} widen or narrow the interval is not "
+            f"settled ({'marked' if len(names) == 1 else 'each marked'} ?): another "
+            "calibration set of the same size could reverse it."]

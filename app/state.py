@@ -76,6 +76,9 @@ page without that widget runs, unless the value is re-assigned each run)."""
 
 MAX_REPORTS = 24
 """Reports kept per fitted study; each is a few arrays of patients x features."""
+CALIBRATION_BOOTSTRAP = 200
+"""Resampled calibration sets behind each calibration-driven part's interval: a re-weighting of
+the kept masked scores, no model call (a few tenths of a second on the bundled sample)."""
 
 
 def init_session() -> None:
@@ -245,7 +248,8 @@ class StudyHandle:
                 else:
                     self._reports[key] = self.study.explain(
                         method=method, alpha=alpha, units=units, budget=budget,
-                        progress=progress)
+                        progress=progress, calibration_bootstrap=CALIBRATION_BOOTSTRAP,
+                        fixed_quantile=True)
             return self._reports[key]
 
     def has_report(self, method: str, alpha: float, units: Units, budget: int | None) -> bool:
@@ -254,7 +258,8 @@ class StudyHandle:
     def warm_calibration(self, method: str, alpha: float, budget: int | None) -> None:
         """Compute and cache the calibration game by explaining one patient."""
         with self._lock:
-            self.study.explain(method=method, alpha=alpha, budget=budget, rows=[0])
+            self.study.explain(method=method, alpha=alpha, budget=budget, rows=[0],
+                               calibration_bootstrap=CALIBRATION_BOOTSTRAP)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

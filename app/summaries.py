@@ -264,3 +264,80 @@ def sort_queue(frame: pd.DataFrame, order: str) -> pd.DataFrame:
     if column == "width":
         return frame.sort_values("width", ascending=ascending, kind="stable")
     return frame.sort_values([column, "width"], ascending=[ascending, False], kind="stable")
+
+
+SUBGROUP_CATEGORIES = 6
+"""A numeric feature with at most this many distinct values is grouped by value, not by
+quartile (a 0/1 flag or a small score)."""
+
+
+def subgroup_labels(values: pd.Series) -> pd.Series:
+    """A group name per patient: the category (or the value of a feature with few values),
+    or the quartile range of a numeric feature; missing values form a group of their own."""
+    numeric = pd.to_numeric(values, errors="coerce")
+    present = values.notna()
+    if numeric[present].notna().all() and numeric.nunique() > SUBGROUP_CATEGORIES:
+        bins = pd.qcut(numeric, 4, duplicates="drop")
+        labels = bins.map(lambda b: f"{b.left:.4g} to {b.right:.4g}").astype(object)
+    elif numeric[present].notna().all():
+        labels = numeric.map(lambda v: f"{v:.6g}").astype(object)
+    else:
+        labels = values.astype(object).map(str)
+    return labels.where(present, "(missing)")
+
+
+def binomial_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson (exact) interval for a proportion: never narrower than nominal."""
+    from scipy.stats import beta
+
+    if n == 0:
+        return float("nan"), float("nan")
+    tail = (1 - level) / 2
+    low = 0.0 if successes == 0 else float(beta.ppf(tail, successes, n - successes + 1))
+    high = 1.0 if successes == n else float(beta.ppf(1 - tail, successes + 1, n - successes))
+    return low, high
+
+
+def subgroup_summary(report: Report, feature: str) -> pd.DataFrame:
+    """Per subgroup of `feature`: patients, coverage on the held-out rows with an observed
+    target (with a 95 % exact interval), median width and the mean sums of the
+    calibration-driven and instance-driven parts (in the report's units).
+
+    The parts are those of the cohort's one conformal system: a group-conditional (Mondrian)
+    calibration is not a sum of feature parts, so this is a report, not a separate system.
+    """
+    e = report.explanation
+    d = e.decomposition
+    groups = subgroup_labels(report.feature_values[feature].reset_index(drop=True))
+    targets = (np.full(len(groups), np.nan) if report.targets is None
+               else np.asarray(report.targets, dtype=float))
+    known = ~np.isnan(targets)
+    inside = known & (targets >= e.lower) & (targets <= e.upper)
+    rows = []
+    # Quartiles in their order on the axis, categories alphabetically, missing last.
+    names = sorted(set(groups), key=lambda g: (g == "(missing)", _group_key(g)))
+    for name in names:
+        member = (groups == name).to_numpy()
+        n_known, n_inside = int((member & known).sum()), int((member & inside).sum())
+        low, high = binomial_interval(n_inside, n_known)
+        rows.append({
+            "group": name,
+            "patients": int(member.sum()),
+            "with observed target": n_known,
+            "coverage": n_inside / n_known if n_known else float("nan"),
+            "coverage, 95% low": low,
+            "coverage, 95% high": high,
+            "median width": float(np.median(e.width[member])),
+            "mean calibration-driven": float(d.calibration[member].sum(axis=1).mean()),
+            "mean instance-driven": float(d.instance[member].sum(axis=1).mean()),
+        })
+    return pd.DataFrame(rows)
+
+
+def _group_key(name: str) -> tuple:
+    """Numeric group names (values, quartile ranges) by their first number, others by text."""
+    first = name.split(" to ")[0]
+    try:
+        return (0, float(first), name)
+    except ValueError:
+        return (1, 0.0, name)

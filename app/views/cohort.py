@@ -76,8 +76,19 @@ left, right = st.columns(2)
 with left:
     title = ("Calibration-driven (one vector for the cohort)" if one_vector
              else "Calibration-driven (cohort mean)")
+    # The bootstrap interval is one per feature only where the vector is (a mean over patients
+    # of rescaled intervals would be no interval).
+    span = (d.calibration_low[0], d.calibration_high[0]) if (
+        one_vector and d.calibration_low is not None and d.calibration_high is not None) else None
     widgets.chart(charts.vector_bars(d.features, vector, order, view="calibration", units=units,
-                                     title=f"{title}<br><sup>{label}</sup>"))
+                                     title=f"{title}<br><sup>{label}</sup>", span=span))
+    if span is not None:
+        unsettled = (span[0] <= 0) & (span[1] >= 0)
+        st.caption(f"Whiskers: how much each part could change with another calibration set of "
+                   f"the same size. {charts.UNSETTLED_MARK} and a pale bar: the whisker crosses "
+                   "zero, so whether the calibration set makes that feature widen or narrow "
+                   f"intervals is not settled ({int(unsettled.sum())} of {len(unsettled)} "
+                   "features).")
     if not one_vector:
         st.caption("In width units a multiplicative family scales the calibration-driven part "
                    "by each patient's width factor; this is the mean over patients. Switch to "
@@ -105,6 +116,46 @@ st.dataframe(
                       "total_vs_instance": "% total vs instance"}),
     hide_index=True,
 )
+
+
+def subgroups() -> None:
+    """Coverage, width and the two parts per subgroup of one feature, on request."""
+    st.subheader("Subgroups")
+    feature = st.selectbox("Group patients by", [None, *d.features], key="subgroup_feature",
+                           format_func=lambda f: "(choose a feature)" if f is None else str(f),
+                           help="Categories, or quarters of the patients by the feature's "
+                                "value (quartiles).")
+    if feature is None:
+        return
+    with st.container(key="subgroup_report"):
+        subgroup_report(feature)
+
+
+def subgroup_report(feature: str) -> None:
+    table = summaries.subgroup_summary(report, feature)
+    percent = {c: (100 * table[c]).round(1) for c in
+               ("coverage", "coverage, 95% low", "coverage, 95% high")}
+    st.dataframe(
+        table.assign(**percent).rename(columns={
+            "with observed target": "observed", "coverage": "coverage %",
+            "coverage, 95% low": "95% low", "coverage, 95% high": "95% high"}),
+        hide_index=True,
+        column_config={c: st.column_config.NumberColumn(format="%.4g") for c in
+                       ("median width", "mean calibration-driven", "mean instance-driven")})
+    st.caption(
+        f"Coverage: held-out rows of the group whose observed value falls inside their "
+        f"interval ('observed': rows with a known outcome), with a 95% range (exact "
+        f"binomial); on few rows it is wide, and the "
+        f"{1 - e.alpha:.0%} guarantee holds for the cohort, not for each group. The two mean "
+        "parts are each patient's calibration-driven and instance-driven parts summed over the "
+        f"features, averaged over the group, in {markdown_text(units)}.")
+    st.caption("These are the cohort's own intervals and parts, read group by group. A "
+               "conformal system calibrated separately per group (Mondrian, group-conditional "
+               "conformal prediction) would change the intervals, and its calibration step does "
+               "not split into feature parts, so it is not offered here.")
+
+
+subgroups()
 glossary.how_to_read()
 with st.expander("Analyst's details"):
     st.markdown(

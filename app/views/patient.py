@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import auth, cases, charts, glossary, state, summaries, widgets
+from app import auth, cases, charts, glossary, state, summaries, whatif, widgets
 from app.text import file_name_part, markdown_text
 from core.errors import CpdecompError
 
@@ -89,6 +89,8 @@ def patient_panel() -> None:
                    f"instance-driven parts pull in opposite directions ({names}); the total "
                    "shows only what is left. Parts under "
                    f"{summaries.SIGN_CUT:.0%} of the largest bar are not counted.")
+    if d.calibration_low is not None:
+        st.caption(calibration_range_caption(position))
     if d.total_se is not None:
         st.caption(f"{results.config.method} is a sampled estimate "
                    f"({e.n_evaluations} coalitions): the whiskers show ±2 Monte Carlo standard "
@@ -100,14 +102,148 @@ def patient_panel() -> None:
         st.caption("This attribution method is not efficient: the attributions do not add up "
                    "to the width's change, and the waterfall shows the rest as 'not "
                    "attributed'. Calibration + instance = total still holds exactly.")
+    analyst_details()
     glossary.how_to_read()
+    standard_shap(position)
+    what_if(position)
     compare(position)
 
     st.subheader("Feature values")
     st.dataframe(cases.patient_table(results, position), hide_index=True,
                  column_config={c: st.column_config.NumberColumn(format="%.4g") for c in
-                                ("calibration-driven", "instance-driven", "total")})
+                                ("calibration-driven", "instance-driven", "total",
+                                 "calibration-driven, low end",
+                                 "calibration-driven, high end")})
     review_section(position, patient)
+
+
+def calibration_range_caption(position: int) -> str:
+    unsettled = cases.calibration_unsettled(report.explanation.decomposition, position)
+    if unsettled is None:
+        return ""
+    count = int(unsettled.sum())
+    text = ("The black whiskers on the calibration-driven bars show how much each part could "
+            "change with another calibration set of the same size.")
+    if count:
+        text += (f" {charts.UNSETTLED_MARK} and a pale bar: the whisker crosses zero, so whether "
+                 "the calibration set makes that feature widen or narrow the interval is not "
+                 f"settled ({count} of {len(unsettled)} features here).")
+    return text
+
+
+def analyst_details() -> None:
+    d = report.explanation.decomposition
+    if d.calibration_low is None:
+        return
+    with st.expander("Details for analysts: the calibration-driven intervals"):
+        level = d.calibration_level or 0.9
+        st.markdown(
+            f"Whiskers: the {level:.0%} percentile interval of each φ_C over "
+            f"{report.explanation.calibration_bootstrap} bootstrap resamples of the "
+            f"{report.explanation.n_calibration} calibration rows (rows drawn with replacement, "
+            "q̂ and v_C recomputed on each by re-weighting the kept masked scores; the fitted "
+            "components and the background stay fixed, so this is the calibration sample's "
+            "share of the uncertainty only, not the background's Monte Carlo error). "
+            f"{charts.UNSETTLED_MARK} marks φ_C with low ≤ 0 ≤ high; those features are not "
+            f"counted as {charts.DISAGREE_MARK} (opposite signs), and the reading does not "
+            "state their calibration-driven direction. The interval's ends are in the table "
+            "below (its low and high end), in the units on show.")
+
+
+def standard_shap(position: int) -> None:
+    """The practitioners' comparator: Shapley values of the width at a fixed q̂, on request."""
+    figure = cases.fixed_quantile_figure(results, position)
+    if figure is None:
+        return
+    if st.toggle("Show what a standard SHAP of the interval shows", key="fixed_q_on",
+                 help="The width's Shapley values with the conformal quantile held fixed: what "
+                      "shap gives on a fitted conformal regressor (e.g. MAPIE)."):
+        widgets.chart(figure, key="fixed_q_chart")
+        st.caption(
+            "A standard SHAP of the interval keeps the calibration set's quantile fixed, so it "
+            "only sees how this patient's own values change the width: it has no "
+            "calibration-driven part, and unlike the total it leaves out how each feature moves "
+            "the width through the calibration set"
+            + (" (in width units, whatever the units on show)." if results.units == "log"
+               else "."))
+
+
+def what_if(position: int) -> None:
+    """Edit this patient's values and see the interval and the three parts change."""
+    if not st.toggle("What if this patient's values were different?", key="whatif_on"):
+        return
+    fields = whatif.fields(results)
+    original = whatif.original_values(results, position)
+    keys = {f.name: f"whatif_{j}" for j, f in enumerate(fields)}
+    owner = (results.dataset_key, results.config, position)
+    if st.session_state.get("whatif_for") != owner:  # another patient: start from its values
+        reset_what_if(original, keys)
+        st.session_state["whatif_for"] = owner
+        st.session_state.pop("whatif_last", None)
+    with st.container(border=True, key="whatif_panel"):
+        st.caption("Change a value and press Enter: the interval and the three parts below "
+                   "follow. Nothing is saved; the edited patient is not part of the cohort or "
+                   "of the reviews.")
+        columns = st.columns(4)
+        for j, field in enumerate(fields):
+            cell = columns[j % 4]
+            label = markdown_text(field.name)
+            if field.categories is not None:
+                cell.selectbox(label, [None, *field.categories], key=keys[field.name],
+                               format_func=lambda v: "(missing)" if v is None else str(v))
+            else:
+                cell.text_input(label, key=keys[field.name],
+                                help=None if field.low is None else
+                                f"Training range {field.low:.6g} to {field.high:.6g}; "
+                                "leave empty for a missing value.")
+        st.button("Reset to the patient's values", key="whatif_reset", on_click=reset_what_if,
+                  args=(original, keys), icon=":material/restart_alt:")
+        values, bad = whatif.parse(fields, {name: st.session_state.get(key)
+                                            for name, key in keys.items()})
+        if bad:
+            st.error(f"Not a number: {', '.join(markdown_text(n) for n in bad)}. Showing the "
+                     "last values that could be explained.")
+        else:
+            try:
+                st.session_state["whatif_last"] = (values, whatif.explain_edited(results,
+                                                                                 values))
+            except CpdecompError as error:
+                st.error(markdown_text(str(error)) + " Showing the last values that could be "
+                         "explained.")
+        outside = whatif.outside_training(results, values)
+        if outside and not bad:
+            st.warning(f"Outside the training range: {', '.join(markdown_text(n) for n in outside)}"
+                       ". The model has seen no such patients, so this interval is an "
+                       "extrapolation.")
+        last = st.session_state.get("whatif_last")
+        if last is not None:
+            show_edited(position, *last)
+
+
+def reset_what_if(original: dict[str, object], keys: dict[str, str]) -> None:
+    """The widgets back at the patient's values (numbers as text, categories as they are)."""
+    for name, key in keys.items():
+        value = original[name]
+        st.session_state[key] = value if isinstance(value, str) else whatif.as_text(value)
+
+
+def show_edited(position: int, values: dict[str, object], edited) -> None:
+    changed = [name for name, value in values.items()
+               if value != whatif.original_values(results, position)[name]]
+    cols = st.columns(3)
+    cols[0].metric("Edited prediction", f"{edited.prediction[0]:.4g}",
+                   delta=f"{edited.prediction[0] - e.prediction[position]:+.4g}",
+                   delta_color="off")
+    cols[1].metric(f"Edited interval ({1 - e.alpha:.0%})",
+                   f"[{edited.lower[0]:.4g}, {edited.upper[0]:.4g}]")
+    cols[2].metric("Edited width", f"{edited.width[0]:.4g}",
+                   delta=f"{edited.width[0] - e.width[position]:+.4g} vs this patient",
+                   delta_color="inverse")
+    st.markdown("**Changed:** " + (", ".join(markdown_text(n) for n in changed)
+                                   if changed else "nothing yet"))
+    texts = [cases.display_value(values[f]) for f in edited.decomposition.features]
+    widgets.chart(cases.decomposition_bars(edited.decomposition, 0, state.units_label(results),
+                                           texts), key="whatif_chart")
 
 
 def compare(position: int) -> None:

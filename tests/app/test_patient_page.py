@@ -25,7 +25,9 @@ def test_patient_views() -> None:
     assert labels[:3] == ["Prediction", "Interval (90%)", "Width"]
     table = at.dataframe[0].value
     assert list(table.columns) == ["feature", "value", "calibration-driven", "instance-driven",
-                                   "total", "signs differ"]
+                                   "total", "calibration-driven, low end",
+                                   "calibration-driven, high end",
+                                   "calibration-driven direction", "signs differ"]
     assert len(table) == 10
 
 

@@ -1,0 +1,147 @@
+"""The Patient page in a real browser at 1280x720 and 1440x900: the calibration-driven bars'
+whiskers and ? marks, the optional standard-SHAP panel, what-if editing (a live interval, an
+error box for a value that is not a number, a warning outside the training range, Reset), and
+the Cohort page's subgroup report and whiskered calibration-driven vector.
+
+Drives Debian's chromium through Playwright (never `playwright install`). Screenshots go to
+$CPDECOMP_SCREENSHOT_DIR (default out/e2e/), outside git.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from ci_policy import unavailable
+from dashboard_driver import (
+    ROOT,
+    STEP_TIMEOUT,
+    browser_missing,
+    choose,
+    launch,
+    open_page,
+    run_sample,
+    settle,
+    streamlit_server,
+)
+
+SCREENSHOTS = Path(os.environ.get("CPDECOMP_SCREENSHOT_DIR", ROOT / "out" / "e2e"))
+VIEWPORTS = ((1280, 720), (1440, 900))
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def browser_available() -> None:
+    reason = browser_missing()
+    if reason is not None:
+        unavailable(reason)
+
+
+def shots(page, name: str, anchor=None) -> None:
+    """The part of the page around `anchor`, at both sizes."""
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(900)  # plotly redraws for the new width
+        if anchor is not None:
+            anchor.scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}x{height}.png"))
+    page.set_viewport_size({"width": 1440, "height": 900})
+    settle(page)
+
+
+def metric(page, label: str):
+    return page.get_by_test_id("stMetric").filter(has_text=label).get_by_test_id(
+        "stMetricValue")
+
+
+def test_uncertainty_standard_shap_and_what_if(tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    environment = {**os.environ, "CPDECOMP_REVIEW_DB": str(tmp_path / "reviews.sqlite3"),
+                   "CPDECOMP_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            with streamlit_server(environment, tmp_path / "server.log") as (url, _):
+                page = browser.new_page(viewport={"width": 1440, "height": 900})
+                try:
+                    checks(page, url)
+                except Exception:
+                    page.screenshot(path=str(SCREENSHOTS / "failure.png"), full_page=True)
+                    raise
+                page.close()
+        finally:
+            browser.close()
+
+
+def checks(page, url: str) -> None:
+    from playwright.sync_api import expect
+
+    run_sample(page, url)
+    open_page(page, "Patient")
+    bars = page.get_by_test_id("stPlotlyChart").first
+    expect(bars).to_be_visible(timeout=STEP_TIMEOUT)
+    # The ? mark sits on the shared feature axis; the caption says how many.
+    expect(bars.locator("g.ytick text").filter(has_text="?").first).to_be_visible()
+    caption = page.get_by_text(re.compile(r"whiskers on the calibration-driven bars"))
+    expect(caption).to_contain_text(re.compile(r"not settled \(\d+ of 10 features here\)"))
+    reading = page.locator(".st-key-patient_reading")
+    shots(page, "patient-uncertainty", bars)
+
+    # The standard SHAP panel: off by default, then one more chart with its sentence.
+    charts_before = page.get_by_test_id("stPlotlyChart").count()
+    page.locator(".st-key-fixed_q_on").get_by_text("Show what a standard SHAP").click()
+    settle(page)
+    expect(page.get_by_test_id("stPlotlyChart")).to_have_count(charts_before + 1)
+    sentence = page.get_by_text(re.compile("has no calibration-driven part"))
+    expect(sentence).to_be_visible()
+    shots(page, "patient-standard-shap", page.locator(".st-key-fixed_q_chart"))
+
+    # What-if: edit bmi, see the edited interval change; a word is refused, state kept.
+    page.locator(".st-key-whatif_on").get_by_text("What if").click()
+    settle(page)
+    width = metric(page, "Edited width")
+    expect(width).to_be_visible(timeout=STEP_TIMEOUT)
+    original = width.inner_text()
+    bmi = page.locator(".st-key-whatif_2 input")
+    bmi.fill("45")
+    bmi.press("Enter")
+    settle(page)
+    expect(width).not_to_have_text(original)
+    edited = width.inner_text()
+    expect(page.get_by_text("Outside the training range: bmi")).to_be_visible()
+    shots(page, "patient-what-if", page.locator(".st-key-whatif_panel"))
+
+    age = page.locator(".st-key-whatif_0 input")
+    age.fill("old")
+    age.press("Enter")
+    settle(page)
+    expect(page.get_by_test_id("stAlertContentError")).to_contain_text("Not a number: age")
+    expect(width).to_have_text(edited)
+    expect(age).to_have_value("old")
+    shots(page, "patient-what-if-error", page.locator(".st-key-whatif_panel"))
+
+    page.locator(".st-key-whatif_reset button").click()
+    settle(page)
+    expect(width).to_have_text(original)
+    expect(page.get_by_test_id("stAlertContentError")).to_have_count(0)
+    expect(reading).to_be_visible()
+
+    # Cohort: the subgroup report, and the calibration-driven vector's whiskers in log units.
+    open_page(page, "Cohort")
+    choose(page, "subgroup_feature", "bmi")
+    table = page.locator(".st-key-subgroup_report")
+    expect(table).to_be_visible(timeout=STEP_TIMEOUT)
+    expect(page.get_by_text(re.compile("Mondrian"))).to_be_visible()
+    shots(page, "cohort-subgroups", table)
+    page.get_by_test_id("stSidebar").get_by_text("log units").click()
+    settle(page)
+    vector = page.get_by_test_id("stPlotlyChart").nth(1)
+    expect(vector.locator("g.ytick text").filter(has_text="?").first).to_be_visible(
+        timeout=STEP_TIMEOUT)
+    shots(page, "cohort-calibration-vector", vector)
