@@ -6,8 +6,7 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
-
-from tests.cli_helpers import assert_bad_input, run_ok
+from cli_helpers import assert_bad_input, run_ok
 
 skops_io = pytest.importorskip("skops.io")
 xgb = pytest.importorskip("xgboost")
