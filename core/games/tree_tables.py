@@ -229,9 +229,10 @@ def _chains(bits: np.ndarray, offsets: np.ndarray, n_players: int
     extensions.
 
     parent[c] is a coalition of the design equal to c without one of its players (-1 when
-    none is in the design); order lists coalitions by size, so a parent comes first; the
-    buffer reads that differ between c and its parent are new[start[c]:start[c+1]] (c's) and
-    old[...] (the parent's), stored as offsets so a row reads them in sequence.
+    none is in the design, or when its changes would cost more than summing every group);
+    order lists coalitions by size, so a parent comes first; the buffer reads that differ
+    between c and its parent are new[start[c]:start[c+1]] (c's) and old[...] (the parent's),
+    stored as offsets so a row reads them in sequence.
     """
     n = bits.size
     parent = np.full(n, -1, dtype=np.int64)
@@ -248,6 +249,12 @@ def _chains(bits: np.ndarray, offsets: np.ndarray, n_players: int
     has_parent = parent >= 0
     differs = np.zeros(offsets.shape, dtype=np.bool_)
     differs[has_parent] = offsets[has_parent] != offsets[parent[has_parent]]
+    # A change costs two reads where a plain sum costs one per group: keep the parent only
+    # where fewer than half of the groups change (measured: KernelSHAP's designs at d = 20
+    # were 0.7x as fast when every available parent was used).
+    costly = differs.sum(axis=1) * 2 >= offsets.shape[1]
+    parent[costly] = -1
+    differs[costly] = False
     coalition, changed = np.nonzero(differs)
     start = np.concatenate([[0], np.cumsum(np.bincount(coalition, minlength=n))])
     return (order, parent, start.astype(np.int64), offsets[coalition, changed],
