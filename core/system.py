@@ -37,7 +37,7 @@ from core.typing import FloatArray
 MIN_TRAINING_ROWS = 10
 LINEAR_CQR_R_NOTE = (
     "two linear quantile models are straight lines that cross somewhere, so CQR-r with the "
-    "linear model is refused on most splits of several data sets; the cqr family allows crossing"
+    "linear model is refused on most splits of several data sets"
 )
 
 
@@ -59,17 +59,28 @@ def sigma_floor_warnings(fitted: FittedSystem) -> list[str]:
 
 
 def quantile_crossing_warnings(fitted: FittedSystem) -> list[str]:
-    """CQR-r needs f_hi > f_lo everywhere; crossing on training rows means it will be refused."""
+    """CQR-r needs f_hi > f_lo at every row and masked row; warn when the training rows show
+    that it will be refused. Linear quantile models are checked at their worst masked version
+    too: with additive terms d_j = hi_j - lo_j, the smallest range over coalitions of a row is
+    c + sum_j min(d_j(x), mean d_j), taking the training mean as the background's."""
     if fitted.family.name != "cqr-r":
         return []
     rows = fitted.training_rows
-    crossed = int(np.sum(fitted.components["hi"].predict(rows)
-                         <= fitted.components["lo"].predict(rows)))
+    lo, hi = fitted.components["lo"], fitted.components["hi"]
+    width = hi.predict(rows) - lo.predict(rows)
+    if lo.is_additive and hi.is_additive:
+        lo_base, lo_terms = lo.predictor.additive_terms(rows)  # type: ignore[attr-defined]
+        hi_base, hi_terms = hi.predictor.additive_terms(rows)  # type: ignore[attr-defined]
+        terms = hi_terms - lo_terms
+        width = np.minimum(width, hi_base - lo_base
+                           + np.minimum(terms, terms.mean(axis=0)).sum(axis=1))
+    crossed = int(np.sum(width <= 0))
     if crossed == 0:
         return []
-    note = LINEAR_CQR_R_NOTE if fitted.model == "linear" else "the cqr family allows crossing"
-    return [f"the quantile models cross on {crossed} of {len(rows)} training rows, where CQR-r "
-            f"is undefined and will likely be refused; {note}"]
+    note = f"{LINEAR_CQR_R_NOTE}; " if fitted.model == "linear" else ""
+    return [f"the quantile models cross on {crossed} of {len(rows)} training rows or their "
+            f"masked versions, where CQR-r is undefined, so explaining will likely be refused; "
+            f"{note}the cqr family allows crossing"]
 
 
 def check_feature_columns(columns: Sequence, features: Sequence, where: str) -> None:
