@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings as python_warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -19,21 +19,68 @@ from core.data import FeatureEncoder
 from core.errors import CpdecompError
 from core.games.cache import content_digest, versions_digest
 from core.models import (
-    SIGMA_FLOOR,
     Component,
     FunctionPredictor,
-    GradientBoosting,
     MeanPredictor,
     UserModelPredictor,
+    difficulty_component,
     fit_components,
     get_model,
     model_kind,
+    sigma_lower_bound,
 )
+from core.models.design import UNSEEN_CATEGORY_HINT, DesignMatrix
 from core.models.raw_table import TableDecoder, check_model_columns
 from core.models.user_model import wrap_user_model
 from core.typing import FloatArray
 
 MIN_TRAINING_ROWS = 10
+LINEAR_CQR_R_NOTE = (
+    "two linear quantile models are straight lines that cross somewhere, so CQR-r with the "
+    "linear model is refused on most splits of several data sets"
+)
+
+
+def sigma_floor_warnings(fitted: FittedSystem) -> list[str]:
+    """A warning when sigma can sit at its floor: those patients get intervals far narrower than
+    the rest, and are rarely covered. Nothing when sigma's forest cannot go that low anywhere."""
+    sigma = fitted.components.get("sigma")
+    if sigma is None or sigma.floor is None:
+        return []
+    lowest = sigma_lower_bound(sigma.predictor)
+    if lowest is not None and lowest > sigma.floor:
+        return []  # no row, patient or masked row, can reach the floor
+    count = fitted.rows_at_sigma_floor(fitted.training_rows)
+    if count == 0 and lowest is None:
+        return []
+    return [f"the difficulty model sigma is at its floor for {count} of "
+            f"{len(fitted.training_rows)} training rows and can be for patients: their intervals "
+            "are far narrower than the rest and rarely cover the outcome"]
+
+
+def quantile_crossing_warnings(fitted: FittedSystem) -> list[str]:
+    """CQR-r needs f_hi > f_lo at every row and masked row; warn when the training rows show
+    that it will be refused. Linear quantile models are checked at their worst masked version
+    too: with additive terms d_j = hi_j - lo_j, the smallest range over coalitions of a row is
+    c + sum_j min(d_j(x), mean d_j), taking the training mean as the background's."""
+    if fitted.family.name != "cqr-r":
+        return []
+    rows = fitted.training_rows
+    lo, hi = fitted.components["lo"], fitted.components["hi"]
+    width = hi.predict(rows) - lo.predict(rows)
+    if lo.is_additive and hi.is_additive:
+        lo_base, lo_terms = lo.predictor.additive_terms(rows)  # type: ignore[attr-defined]
+        hi_base, hi_terms = hi.predictor.additive_terms(rows)  # type: ignore[attr-defined]
+        terms = hi_terms - lo_terms
+        width = np.minimum(width, hi_base - lo_base
+                           + np.minimum(terms, terms.mean(axis=0)).sum(axis=1))
+    crossed = int(np.sum(width <= 0))
+    if crossed == 0:
+        return []
+    note = f"{LINEAR_CQR_R_NOTE}; " if fitted.model == "linear" else ""
+    return [f"the quantile models cross on {crossed} of {len(rows)} training rows or their "
+            f"masked versions, where CQR-r is undefined, so explaining will likely be refused; "
+            f"{note}the cqr family allows crossing"]
 
 
 def check_feature_columns(columns: Sequence, features: Sequence, where: str) -> None:
@@ -76,8 +123,30 @@ class FittedSystem:
         return self.encoder.features
 
     def encode(self, table: pd.DataFrame) -> FloatArray:
-        """The feature columns of a table (others, such as a target or an id, are ignored)."""
-        return self.encoder.transform(table)
+        """The feature columns of a table (others, such as a target or an id, are ignored).
+
+        A missing or unseen category is refused by column name where a design-matrix model (the
+        linear model, the forest) saw no gap in training: it would read it as the first category.
+        """
+        rows = self.encoder.transform(table)
+        for component in (self.point, *self.components.values()):
+            design = getattr(component.predictor, "design", None)
+            if not isinstance(design, DesignMatrix):
+                continue
+            for j in design.unlearned_gaps(rows):
+                count = int(np.isnan(rows[:, j]).sum())
+                raise CpdecompError(
+                    f"the column {self.feature_names[j]!r} has a missing or unseen category in "
+                    f"{count} row{'s' if count != 1 else ''}, but {UNSEEN_CATEGORY_HINT}")
+        return rows
+
+    def rows_at_sigma_floor(self, rows: FloatArray) -> int:
+        """How many encoded rows have sigma at (or below) its floor, so the floor sets their
+        width; 0 for a family without sigma."""
+        sigma = self.components.get("sigma")
+        if sigma is None or sigma.floor is None:
+            return 0
+        return int(np.sum(np.asarray(sigma.predictor.predict(rows), dtype=float) <= sigma.floor))
 
     def encode_patients(self, table: pd.DataFrame) -> FloatArray:
         """A table of exactly the training's feature columns, in any order, encoded.
@@ -91,7 +160,7 @@ class FittedSystem:
                 f"columns: {', '.join(map(repr, self.feature_names))}"
             )
         check_feature_columns(table.columns, self.feature_names, "the patients table")
-        return self.encoder.transform(table)
+        return self.encode(table)
 
     def conformalize(self, table: pd.DataFrame, targets: ArrayLike) -> ConformalSystem:
         """Score the calibration rows with the unmasked components."""
@@ -140,7 +209,7 @@ class ConformalSystem:
         """Sorted unmasked conformity scores (computed once)."""
         if "sorted" not in self._scores:
             comps = {n: c.predict(self.calibration_rows) for n, c in self.fitted.components.items()}
-            self.family.check_components(comps, "calibration row")
+            self._check_components(comps, "calibration row")
             scores = self.family.scores(self.calibration_targets, comps)
             self._scores["sorted"] = np.sort(scores)
         return self._scores["sorted"]
@@ -164,8 +233,17 @@ class ConformalSystem:
     def _interval_at_rows(self, rows: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
         """Lower and upper bounds at encoded rows (the games' own representation)."""
         comps = {n: c.predict(rows) for n, c in self.fitted.components.items()}
-        self.family.check_components(comps, "patient row")
+        self._check_components(comps, "patient row")
         return self.family.interval(self.quantile(alpha), comps)
+
+    def _check_components(self, comps: dict[str, FloatArray], where: str) -> None:
+        try:
+            self.family.check_components(comps, where)
+        except CpdecompError as error:
+            if self.family.name == "cqr-r" and self.fitted.model == "linear":
+                raise CpdecompError(f"{error} ({LINEAR_CQR_R_NOTE})", reason=error.reason
+                                    ) from None
+            raise
 
 
 def fit_system(table: pd.DataFrame, targets: ArrayLike, features: Sequence[str] | None = None,
@@ -203,8 +281,10 @@ def fit_system(table: pd.DataFrame, targets: ArrayLike, features: Sequence[str] 
         versions_digest(), rows, y, tuple(map(repr, encoder.kinds_)), chosen_family.name,
         chosen_model.name, seed, quantile_alpha,
     )
-    return FittedSystem(chosen_family, chosen_model.name, encoder, point, components, rows, seed,
-                        quantile_alpha, digest)
+    fitted = FittedSystem(chosen_family, chosen_model.name, encoder, point, components, rows,
+                          seed, quantile_alpha, digest)
+    return replace(fitted, warnings=(*sigma_floor_warnings(fitted),
+                                     *quantile_crossing_warnings(fitted)))
 
 
 def system_from_functions(family: str, functions: Mapping[str, Callable[[FloatArray], FloatArray]],
@@ -233,7 +313,7 @@ def system_from_functions(family: str, functions: Mapping[str, Callable[[FloatAr
 
 COMPONENT_ALIASES = {"f_lo": "lo", "f_hi": "hi"}
 SIGMA_WARNING = (
-    "no sigma model was given: sigma is a gradient-boosting model of |y - f(x)| on the "
+    "no sigma model was given: sigma is a random-forest model of |y - f(x)| on the "
     "training rows; if f was fitted on those rows its residuals there are optimistic, so give "
     "rows f did not see, or your own sigma model"
 )
@@ -303,9 +383,8 @@ def system_from_models(family: str, models: Mapping[str, object], training_table
         if np.isnan(targets).any():
             raise CpdecompError("fitting sigma needs a target value on every training row")
         spread = np.abs(targets - components["f"].predict(rows))
-        floor = SIGMA_FLOOR * max(float(spread.mean()), np.finfo(float).tiny)
-        predictor = GradientBoosting().point(rows, spread, encoder.categorical_mask, seed)
-        components["sigma"] = Component("sigma", predictor, floor=floors.get("sigma", floor))
+        sigma = difficulty_component(rows, spread, encoder.categorical_mask, seed)
+        components["sigma"] = replace(sigma, floor=floors.get("sigma", sigma.floor))
         notes.append(SIGMA_WARNING)
         python_warnings.warn(SIGMA_WARNING, UserWarning, stacklevel=2)
     # CQR given no point model shows the midpoint of its quantiles
@@ -313,6 +392,7 @@ def system_from_models(family: str, models: Mapping[str, object], training_table
         "f", MeanPredictor((components["lo"].predictor, components["hi"].predictor)))
     label = "+".join(sorted({c.predictor.kind.name for c in components.values()
                              if isinstance(c.predictor, UserModelPredictor)}))
-    return FittedSystem(chosen, label, encoder, point,
-                        {name: components[name] for name in chosen.components}, rows, seed,
-                        warnings=tuple(notes))
+    fitted = FittedSystem(chosen, label, encoder, point,
+                          {name: components[name] for name in chosen.components}, rows, seed)
+    return replace(fitted, warnings=(*notes, *sigma_floor_warnings(fitted),
+                                     *quantile_crossing_warnings(fitted)))

@@ -305,19 +305,26 @@ def test_sampled_methods_reach_exact_values_within_their_errors_on_real_games(di
                                                                              method):
     """Every attribution of the calibration, instance and total games within 5 reported SE
     of the exact value (a t-statistic with few sampling units has heavy tails), and errors
-    and reported errors both shrink with an 8 times larger budget."""
+    and reported errors both shrink with an 8 times larger budget (by about sqrt(8)). One
+    design's error is one draw: its ratio ranged 1.7-5.1 over 12 seeds on these games, so the
+    shrinkage is judged on the root-mean-square error pooled over 8 seeds."""
     v_c, v_i = diabetes_lattice
     games = np.vstack([v_c, v_i, v_c + v_i])
     exact = exact_values(method, games, 10)
     small, large = {"kernel": (64, 512), "shap-kernel": (64, 512)}.get(method, (32, 256))
     sizes = []
     for budget in (small, large):
-        design = build_design(method, 10, budget=budget, seed=2)
-        values = on_lattice(design, games)
-        error = np.abs(design.apply(values) - exact)
-        se = design.standard_errors(values)
-        assert np.all(error <= 5 * se + 1e-12)
-        sizes.append((np.sqrt(np.mean(error**2)), se.mean()))
+        squared, reported = [], []
+        for seed in range(2, 10):
+            design = build_design(method, 10, budget=budget, seed=seed)
+            values = on_lattice(design, games)
+            error = np.abs(design.apply(values) - exact)
+            se = design.standard_errors(values)
+            if seed == 2:  # the within-5-SE check, on the one design it always used
+                assert np.all(error <= 5 * se + 1e-12)
+            squared.append(np.mean(error**2))
+            reported.append(se.mean())
+        sizes.append((np.sqrt(np.mean(squared)), np.mean(reported)))
     assert sizes[1][0] < sizes[0][0] / 2 and sizes[1][1] < sizes[0][1] / 2, sizes
 
 

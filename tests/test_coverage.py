@@ -14,6 +14,11 @@ The mean over R replicates is then checked against
     1 - alpha - 4 se  <=  mean coverage  <=  1 - alpha + 1/(n + 1) + 4 se,   se = sd / sqrt(R),
 i.e. four standard errors (a false alarm about once in 30 000 per bound; the seeds are fixed,
 so the outcome is deterministic).
+
+The normalized family is also checked per floor status of sigma: a row whose sigma sits at the
+floor gets an interval a few percent of the median width (the old no-link sigma did that to
+some rows, and covered almost none of them). With the forest sigma no test row is at the floor,
+and the rows above it cover at the nominal rate.
 """
 
 import math
@@ -69,6 +74,22 @@ def replicate_coverage(model, family, seed):
     return covered
 
 
+def replicate_coverage_by_floor(model, seed, alpha=0.1):
+    """(covered, rows) for the test rows with sigma at its floor, and for the others."""
+    table, y = heteroscedastic_data(seed)
+    train, calibration, test = split_rows(N_ROWS, FRACTIONS, seed)
+    fitted = fit_system(table.iloc[train], y[train], family="normalized", model=model, seed=seed)
+    system = fitted.conformalize(table.iloc[calibration], y[calibration])
+    rows = fitted.encode(table.iloc[test])
+    sigma = fitted.components["sigma"]
+    at_floor = np.asarray(sigma.predictor.predict(rows)) <= sigma.floor
+    assert fitted.rows_at_sigma_floor(rows) == at_floor.sum()
+    lower, upper = system.predict_interval(table.iloc[test][list(fitted.feature_names)], alpha)
+    covered = (lower <= y[test]) & (y[test] <= upper)
+    return {status: (int(covered[mask].sum()), int(mask.sum()))
+            for status, mask in (("floor", at_floor), ("above", ~at_floor))}
+
+
 def coverage_band(alpha, n, m, replicates):
     """(lowest, highest) acceptable mean coverage over replicates, from the Beta law above."""
     k = conformal_rank(n, alpha)
@@ -107,3 +128,16 @@ def test_linear_model_covers_at_least_one_minus_alpha(family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_gradient_boosting_covers_at_least_one_minus_alpha(family):
     check_marginal_coverage("gbm", family, replicates=10)
+
+
+@pytest.mark.parametrize("model", ["linear", pytest.param("gbm", marks=pytest.mark.slow)])
+def test_normalized_coverage_per_sigma_floor_status(model):
+    replicates = 30 if model == "linear" else 10
+    counts = [replicate_coverage_by_floor(model, seed) for seed in range(replicates)]
+    floor_rows = sum(c["floor"][1] for c in counts)
+    floor_covered = sum(c["floor"][0] for c in counts)
+    assert floor_rows == 0, (f"{model}: {floor_rows} test rows at the sigma floor over "
+                             f"{replicates} replicates, {floor_covered} of them covered")
+    shares = [c["above"][0] / c["above"][1] for c in counts]
+    lowest, highest = coverage_band(0.1, N_CALIBRATION, N_TEST, replicates)
+    assert lowest <= float(np.mean(shares)) <= highest

@@ -21,8 +21,10 @@ from core.models.components import (
     COMPONENT_BUILDERS,
     SIGMA_FLOOR,
     TrainingData,
+    difficulty_component,
     fit_components,
     out_of_fold_residuals,
+    sigma_lower_bound,
 )
 from core.models.design import (
     DesignMatrix,
@@ -90,8 +92,10 @@ __all__ = [
     "RandomForest",
     "TrainingData",
     "UserModelPredictor",
+    "difficulty_component",
     "fit_components",
     "get_model",
     "model_kind",
     "out_of_fold_residuals",
+    "sigma_lower_bound",
 ]

@@ -1,7 +1,8 @@
 """The components a family needs (f, sigma, lo, hi), fitted by a built-in model.
 
-sigma regresses the absolute out-of-fold residual of the point model (so it learns honest
-difficulty), floored after masking; lo and hi are quantile models at alpha/2 and 1 - alpha/2.
+sigma is a random forest on the absolute out-of-fold residual of the point model (so it learns
+honest difficulty), floored after masking; lo and hi are quantile models at alpha/2 and
+1 - alpha/2.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import KFold
 
-from core.models.base import BaseModel, Component
+from core.models.base import BaseModel, Component, Predictor
+from core.models.design import DesignPredictor
+from core.models.random_forest import RandomForest
 from core.typing import BoolArray, FloatArray
 
 SIGMA_FLOOR = 0.01
@@ -42,12 +46,35 @@ class TrainingData:
     quantile_alpha: float
 
 
+def difficulty_component(x: FloatArray, spread: FloatArray, categorical: BoolArray,
+                         seed: int) -> Component:
+    """sigma: a random forest on |residual|, floored at SIGMA_FLOOR of the mean |residual|.
+
+    Every leaf is a mean of non-negative values, so sigma, and every mean of it over a background
+    (what masking takes), is >= 0 by construction; and a forest is a sum of leaf values, so
+    masking keeps exact tree tables. A least-squares fit with no link (as gradient boosting was)
+    goes <= 0 on some rows, which the floor then turned into intervals a few percent of the
+    median width that were rarely covered. The floor stays as a guard: see sigma_lower_bound.
+    """
+    floor = SIGMA_FLOOR * max(float(np.mean(spread)), np.finfo(float).tiny)
+    return Component("sigma", RandomForest().point(x, spread, categorical, seed), floor=floor)
+
+
+def sigma_lower_bound(predictor: Predictor) -> float | None:
+    """The smallest value sigma's forest can give any row (or mean of rows): the mean over trees
+    of each tree's smallest leaf; None when sigma is not such a forest (a user's model)."""
+    if not isinstance(predictor, DesignPredictor) or not isinstance(predictor.estimator,
+                                                                    RandomForestRegressor):
+        return None
+    estimator = predictor.estimator
+    lowest = [float(tree.tree_.value[tree.tree_.children_left == -1, 0, 0].min())
+              for tree in estimator.estimators_]
+    return float(np.mean(lowest))
+
+
 def _difficulty(model: BaseModel, data: TrainingData, point: Component) -> Component:
     spread = np.abs(out_of_fold_residuals(model, data.x, data.y, data.categorical, data.seed))
-    floor = SIGMA_FLOOR * max(float(spread.mean()), np.finfo(float).tiny)
-    # sigma regresses |residual| itself (no link), so masking averages its output.
-    return Component("sigma", model.point(data.x, spread, data.categorical, data.seed),
-                     floor=floor)
+    return difficulty_component(data.x, spread, data.categorical, data.seed)
 
 
 def _lower(model: BaseModel, data: TrainingData, point: Component) -> Component:

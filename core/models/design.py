@@ -10,14 +10,23 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import CpdecompError
 from core.typing import BoolArray, FloatArray
+
+UNSEEN_CATEGORY_HINT = (
+    "its training rows had none there, so a model on the one-hot design (the linear model, the "
+    "forest, the normalized family's sigma) cannot tell it from the first category; give those "
+    "rows a category seen in training, or add training rows with gaps in that column"
+)
 
 
 class DesignMatrix:
     """Median-imputed numbers (+ a missing flag where training had gaps) and one-hot categories.
 
     The first category of each categorical column is the reference (all zeros); a missing or
-    unseen category gets its own column when training had missing values there.
+    unseen category gets its own column when training had missing values there, and is refused
+    where it had none: a flag never seen in training is a constant the model ignores, so it
+    would silently be read as the reference category.
     """
 
     def fit(self, encoded: FloatArray, categorical: BoolArray) -> DesignMatrix:
@@ -45,7 +54,17 @@ class DesignMatrix:
                          and np.nanmax(encoded[:, j]) > np.nanmin(encoded[:, j])}
         return self
 
+    def unlearned_gaps(self, encoded: FloatArray) -> list[int]:
+        """Categorical columns with a missing or unseen category where training had none."""
+        return [int(j) for j in np.flatnonzero(self.categorical_ & ~self.flag_missing_)
+                if np.isnan(encoded[:, j]).any()]
+
     def transform(self, encoded: FloatArray) -> FloatArray:
+        unlearned = self.unlearned_gaps(encoded)
+        if unlearned:
+            # FittedSystem.encode names the column first; this guards rows given encoded.
+            raise CpdecompError(f"feature number {unlearned[0] + 1} has a missing or unseen "
+                                f"category, but {UNSEEN_CATEGORY_HINT}")
         blocks = []
         for j in range(encoded.shape[1]):
             column = encoded[:, j]
