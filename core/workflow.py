@@ -289,11 +289,11 @@ def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame
                 **{columns.target: y_train}), target=columns.target, features=columns.features,
                 seed=options.seed)
         options = replace(options, model=fitted.model)  # the report names the models given
-        warnings += list(fitted.warnings)
     else:
         fitted = fit_system(train_table, y_train, columns.features, family=options.family,
                             model=options.model, seed=options.seed,
                             quantile_alpha=options.quantile_alpha)
+    warnings += list(fitted.warnings)  # sigma at its floor, crossing quantile models, ...
     system = fitted.conformalize(cal_table, y_cal)
     background = options.background
     if background is None:
@@ -312,7 +312,12 @@ def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame
     y_patients = (target_values(patients, columns.target)
                   if columns.target in patients.columns else None)
     patients = patients.reset_index(drop=True)
-    return Study(options, columns, system, explainer, patients, system.fitted.encode(patients),
+    patient_rows = system.fitted.encode(patients)
+    at_floor = system.fitted.rows_at_sigma_floor(patient_rows)
+    if at_floor:
+        warnings.append(f"{at_floor} of {len(patients)} patients have the difficulty model "
+                        "sigma at its floor: their intervals are set by the floor, not by them")
+    return Study(options, columns, system, explainer, patients, patient_rows,
                  ids, y_patients, n_train=len(y_train), warnings=warnings)
 
 

@@ -65,3 +65,14 @@ def test_a_run_that_fails_part_way_leaves_the_finished_file(study, tmp_path, mon
         write_reports(failing(), out)
     assert out.read_text(encoding="utf-8") == "finished earlier\n"
     assert [p.name for p in tmp_path.iterdir()] == ["explained.csv"]  # no temporary left
+
+
+def test_the_fitted_systems_own_warnings_reach_the_report():
+    """A built-in system's warnings (sigma at its floor, crossing quantile models) are the
+    study's too, so the command line's meta and the dashboard show them."""
+    options = StudyOptions(target="progression", id_column="patient_id", family="cqr-r",
+                           model="linear")
+    crossing = prepare_study(load_table(SAMPLE, text_columns=["patient_id"]), options)
+    assert crossing.system.fitted.warnings
+    for warning in crossing.system.fitted.warnings:
+        assert warning in crossing.warnings
