@@ -15,11 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from ci_policy import unavailable
 from dashboard_driver import (
     ROOT,
     STEP_TIMEOUT,
-    browser_missing,
     choose,
     launch,
     open_page,
@@ -33,13 +31,6 @@ WARD = "ward-7-oncology"
 """A cell value that must never reach the server's log."""
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def browser_available() -> None:
-    reason = browser_missing()
-    if reason is not None:
-        unavailable(reason)
 
 
 def cohort_csv(path: Path) -> Path:

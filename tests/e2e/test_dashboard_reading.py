@@ -18,12 +18,10 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 import pytest
-from ci_policy import unavailable
 from dashboard_driver import (
     ROOT,
     RUN_TIMEOUT,
     STEP_TIMEOUT,
-    browser_missing,
     choose,
     launch,
     open_page,
@@ -37,13 +35,6 @@ OUTSIDE = "http://198.51.100.7:9"
 """A documentation-only address (RFC 5737): a request to it means markup was rendered."""
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def browser_available() -> None:
-    reason = browser_missing()
-    if reason is not None:
-        unavailable(reason)
 
 
 def stay_csv(path: Path) -> Path:

@@ -18,11 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from ci_policy import unavailable
 from dashboard_driver import (
     ROOT,
     STEP_TIMEOUT,
-    browser_missing,
     launch,
     open_page,
     run_current_data,
@@ -34,13 +32,6 @@ SCREENSHOTS = Path(os.environ.get("CPDECOMP_SCREENSHOT_DIR", ROOT / "out" / "e2e
 VIEWPORTS = ((1280, 720), (1440, 900))
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def browser_available() -> None:
-    reason = browser_missing()
-    if reason is not None:
-        unavailable(reason)
 
 
 def files(folder: Path) -> dict[str, Path]:

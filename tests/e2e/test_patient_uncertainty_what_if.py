@@ -14,11 +14,9 @@ import re
 from pathlib import Path
 
 import pytest
-from ci_policy import unavailable
 from dashboard_driver import (
     ROOT,
     STEP_TIMEOUT,
-    browser_missing,
     choose,
     launch,
     open_page,
@@ -31,13 +29,6 @@ SCREENSHOTS = Path(os.environ.get("CPDECOMP_SCREENSHOT_DIR", ROOT / "out" / "e2e
 VIEWPORTS = ((1280, 720), (1440, 900))
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def browser_available() -> None:
-    reason = browser_missing()
-    if reason is not None:
-        unavailable(reason)
 
 
 def shots(page, name: str, anchor=None) -> None:
