@@ -359,7 +359,7 @@ def system_from_models(family: str, models: Mapping[str, object], training_table
     components: dict[str, Component] = {}
     for name, model in given.items():
         kind = model_kind(model)
-        check_model_columns(kind.feature_names(model), names, name)
+        check_model_columns(kind.feature_names(model), [kind.spelled(n) for n in names], name)
         n_columns = kind.n_features(model)
         if n_columns is not None and n_columns != len(names):
             raise CpdecompError(f"the {name} model reads {n_columns} columns; the training table "

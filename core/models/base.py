@@ -106,6 +106,8 @@ class ModelKind:
     """The model's own prediction on a DataFrame of the raw columns."""
     category_dtype: Callable[[Any], str] = lambda model: "object"
     """'object' (strings) or 'category' (pandas categories): how it reads string columns."""
+    spelled: Callable[[str], str] = lambda column: column
+    """How the library stores a column's name (LightGBM writes spaces as underscores)."""
 
 N_TREES = 100
 MAX_LEAVES = 31

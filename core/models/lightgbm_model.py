@@ -46,5 +46,5 @@ LIGHTGBM = ModelKind(
           "and default directions, categorical splits (integer codes or pandas categories); "
           "brute force for log links, linear trees and rf boosting",
     recognises=recognises, feature_names=feature_names, n_features=n_features, call=call,
-    category_dtype=category_dtype,
+    category_dtype=category_dtype, spelled=lambda column: column.replace(" ", "_"),
 )
