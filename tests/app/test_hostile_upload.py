@@ -245,23 +245,31 @@ def test_no_line_or_cell_of_the_exported_csv_starts_a_formula_under_any_line_end
 
 
 def test_an_upload_killed_while_it_is_parsed_leaves_no_file_behind(tmp_path) -> None:
-    """The server killed (SIGKILL) in the middle of parsing a 60 MB upload: nothing named
+    """The server killed (SIGKILL) in the middle of parsing a 20 MB upload: nothing named
     cpdecomp-upload-* stays in the temporary folder (the staged bytes had no name)."""
     import signal
     import subprocess
     import sys
-    import time
 
     from corpus.parquet_bombs import ROOT
 
     temporary = tmp_path / "tmp"
     temporary.mkdir()
+    # The child holds still inside the table reader (after the upload is staged), so the kill
+    # lands mid-parse however fast the machine is: its read_csv says so and then waits.
     script = (
-        "import sys\n"
+        "import sys, time\n"
+        "import core.tables\n"
+        "real = core.tables.pd.read_csv\n"
+        "def held(*args, **kwargs):\n"
+        "    if kwargs.get('nrows') != 1:  # the main read, not the header's\n"
+        "        print('parsing', flush=True)\n"
+        "        time.sleep(60)\n"
+        "    return real(*args, **kwargs)\n"
+        "core.tables.pd.read_csv = held\n"
         "from app.sources import single_upload\n"
-        "rows = ''.join(f'{i},{i % 7}.5,{i % 3},ward{i % 5}\\n' for i in range(2_500_000))\n"
+        "rows = ''.join(f'{i},{i % 7}.5,{i % 3},ward{i % 5}\\n' for i in range(900_000))\n"
         "content = ('pid,x1,x2,ward\\n' + rows).encode()\n"
-        "print('parsing', flush=True)\n"
         "single_upload('big.csv', content)\n"
         "print('done', flush=True)\n")
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
@@ -269,7 +277,6 @@ def test_an_upload_killed_while_it_is_parsed_leaves_no_file_behind(tmp_path) -> 
                                   "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "parsing"
-        time.sleep(1.0)  # inside load_table: the scan and pandas take several seconds
         seen = sorted(p.name for p in temporary.iterdir())
         child.send_signal(signal.SIGKILL)
         assert child.wait(timeout=30) == -signal.SIGKILL, "the parse ended before the kill"
