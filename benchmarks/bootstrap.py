@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from speed import SEED, build_workload, fresh_explainer
+from speed import SEED, build_workload, fresh_explainer, publish
 
 from core.decomposition import calibration_interval
 from core.games.calibration import CalibrationGame
@@ -71,10 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{ordered - game + boot:.3f} s | {(ordered - game + boot) / game:.2f} |", "",
         "Target: the bootstrap ≤ 2× the calibration game. No model is called by the replicates.",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
+    publish("\n".join(lines) + "\n", args.out)
     return 0
 
 

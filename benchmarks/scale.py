@@ -28,7 +28,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from speed import CALIBRATION_POOL, TRAINING_ROWS, make_data
+from speed import CALIBRATION_POOL, TRAINING_ROWS, make_data, publish
 
 D = 12
 
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    env_cache = os.environ.get("CPDECOMP_CACHE_DIR")
+    previous_cache = os.environ.get("CPDECOMP_CACHE_DIR")
     with tempfile.TemporaryDirectory(prefix="cpdecomp-scale-") as tmp:
         folder = Path(tmp)
         os.environ["CPDECOMP_CACHE_DIR"] = str(folder / "cache")  # warm after the first run
@@ -116,14 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines.append(f"| 2-worker LocalCluster | {size:,} | {wall:.1f} s | {cpu:.1f} s "
                          f"(client only) | — | {rss:.0f} MiB | |")
             print(lines[-1], flush=True)
-    if env_cache is None:
+    if previous_cache is None:  # this process's environment as it was
         os.environ.pop("CPDECOMP_CACHE_DIR", None)
+    else:
+        os.environ["CPDECOMP_CACHE_DIR"] = previous_cache
     lines += ["", "CPU of --jobs and the cluster counts the parent (or client) process only: the "
               "workers' time is not in it, so compare their wall times."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
+    publish("\n".join(lines) + "\n", args.out)
     return 0
 
 

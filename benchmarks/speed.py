@@ -328,6 +328,15 @@ class Report:
 _START = time.perf_counter()
 
 
+def publish(text: str, out: Path | None) -> None:
+    """Print a benchmark's markdown report and, given a path, write it there too."""
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        log(f"wrote {out}")
+
+
 def log(message: str) -> None:
     print(f"{time.perf_counter() - _START:7.1f}s {message}", file=sys.stderr, flush=True)
 
@@ -1147,11 +1156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     machine.load_after = os.getloadavg()
     machine.core_changed = core_change(fingerprint)
     report.elapsed_s = time.perf_counter() - clock
-    text = render(report)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    log(f"wrote {args.out}")
+    publish(render(report), args.out)
     return 0
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from speed import build_workload, fresh_explainer
+from speed import build_workload, fresh_explainer, publish
 
 from core.games.tree_tables import _coalition_values
 from core.parallel import parallel_section
@@ -96,10 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{'—' if se is None else f'{np.median(se[0]):.3g}'} | "
                 f"{chained * 1e3:.2f} ms | {summed * 1e3:.2f} ms | {summed / chained:.1f}× |")
             print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
+    publish("\n".join(lines) + "\n", args.out)
     return 0
 
 
