@@ -301,7 +301,9 @@ class Explainer:
         check_units(family.scale, units, family.name)
         rank = conformal_rank(self.system.n_calibration, alpha)  # refuse an impossible alpha
         design = self.design(method, budget, groups)
-        v_c = self.calibration_game(method, budget, groups).values(alpha)
+        # With a bootstrap, the game keeps its rows' order from the start: computed once, not
+        # once without the order and again with it.
+        v_c = self.calibration_game(method, budget, groups, keep_order=bootstrap > 0).values(alpha)
         return PatientGames(family, self.evaluator, design, v_c, self.system, alpha,
                             self.system.quantile(alpha), rank, units, self.player_names(groups),
                             calibration_attribution(design, v_c),

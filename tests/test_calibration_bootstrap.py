@@ -97,3 +97,20 @@ def test_explanation_carries_the_interval_in_its_units_without_model_calls():
                                rtol=1e-12)
     np.testing.assert_array_equal(w.calibration_sign_uncertain, d.calibration_sign_uncertain)
     assert without.decomposition.calibration_low is None
+
+
+def test_a_bootstrap_run_computes_the_calibration_game_once():
+    """The first run asking for a bootstrap keeps the rows' order at once: the masked
+    calibration scores are evaluated one time, as for a run without the bootstrap."""
+    rng = np.random.default_rng(4)
+    train = pd.DataFrame({"a": rng.normal(size=200)})
+    cal = pd.DataFrame({"a": rng.normal(size=120)})
+    system = system_from_functions("absolute", {"f": lambda z: z[:, 0]}, train)
+    system = system.conformalize(cal, cal["a"] + rng.normal(size=120))
+    patients = pd.DataFrame({"a": [0.5]})
+    costs = []
+    for bootstrap in (0, 50):
+        explainer = Explainer(system, background_size=30, seed=0)
+        explainer.explain(patients, calibration_bootstrap=bootstrap)
+        costs.append(explainer.evaluator.model_rows)
+    assert costs[1] == costs[0]
