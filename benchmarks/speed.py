@@ -37,6 +37,7 @@ import numba
 import numpy as np
 import pandas as pd
 import shap
+import user_models
 from threadpoolctl import ThreadpoolController
 
 from core import Explainer, fit_system
@@ -319,6 +320,8 @@ class Report:
     started: str
     results: list[CellResult] = field(default_factory=list)
     profile: Profile | None = None
+    user_models: list[dict[str, Any]] = field(default_factory=list)
+    """Rows of user_models.measure: XGBoost, LightGBM and a Pipeline against shap."""
     elapsed_s: float = 0.0
 
 
@@ -1100,11 +1103,30 @@ def targets(report: Report) -> list[Target]:
         pooled <= 1.1))
     add("tables = brute force on the timed coalitions", f"≤ {AGREEMENT:g}", AGREEMENT,
         lambda c: True, lambda r: r.brute.max_abs_diff, lambda v: f"{v:.1e}")
+    if report.user_models:
+        slowest = max(report.user_models, key=lambda r: r["patient"])
+        found.append(Target("models you bring: per patient, d ≤ 12", "≤ 1 ms",
+                            f"{1e3 * slowest['patient']:.2f} ms (worst: {slowest['model']}, "
+                            f"d = {slowest['d']})", user_models.fast_enough(report.user_models)))
+        closest = min(report.user_models, key=lambda r: r["shap_patient"] / r["patient"])
+        found.append(Target("models you bring: ahead of shap's TreeExplainer at every d",
+                            "shap / cpdecomp > 1×",
+                            f"{closest['shap_patient'] / closest['patient']:.1f}× (closest: "
+                            f"{closest['model']}, d = {closest['d']})",
+                            user_models.ahead_of_shap(report.user_models)))
     for cell, goal in NAIVE_TARGETS.items():
         add(f"naive / ours per patient, {cell.label}", f"≥ {times(goal)}", goal,
             lambda c, cell=cell: (c.d, c.n, c.m) == (cell.d, cell.n, cell.m),
             lambda r: r.naive.per_patient_s / r.ours_patient_s, times, highest=False)
     return found
+
+
+def render_user_models(report: Report) -> list[str]:
+    if not report.user_models:
+        return []
+    return ["## Models you bring: XGBoost, LightGBM, a scikit-learn Pipeline", "",
+            "The same run, after the grid above (benchmarks/user_models.py measures it on its "
+            "own too). " + user_models.WORKLOAD, "", *user_models.table(report.user_models), ""]
 
 
 def render_targets(report: Report) -> list[str]:
@@ -1118,7 +1140,7 @@ def render_targets(report: Report) -> list[str]:
 def render(report: Report) -> str:
     parts = [render_machine(report), render_games(report), render_latency(report),
              render_brute(report), render_naive(report), render_profile(report),
-             render_targets(report)]
+             render_user_models(report), render_targets(report)]
     return "\n".join(line for part in parts for line in part)
 
 
@@ -1153,6 +1175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.results.append(measure_cell(workloads[cell.d], cell, plan))
     log("profiling single-patient calls")
     report.profile = profile_patient(workloads[plan.profile_cell.d], plan.profile_cell, 100)
+    log("models you bring: XGBoost, LightGBM, a Pipeline, against shap's TreeExplainer")
+    report.user_models = user_models.measure_all(plan.quick)
     machine.load_after = os.getloadavg()
     machine.core_changed = core_change(fingerprint)
     report.elapsed_s = time.perf_counter() - clock
