@@ -14,6 +14,7 @@ time is the last use), so the games a dashboard keeps asking for stay.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -80,8 +81,26 @@ def content_digest(*parts: object) -> str:
 
 
 def versions_digest() -> str:
-    """Results depend on these libraries: a new version is a new cache key."""
-    return content_digest(*library_versions(("cpdecomp", "numpy", "scikit-learn")).values())
+    """Results depend on these libraries and on cpdecomp's own code: a new version, or any
+    change to the code (an editable install updated by git pull keeps its version string),
+    is a new cache key."""
+    return content_digest(*library_versions(("cpdecomp", "numpy", "scikit-learn")).values(),
+                          code_digest())
+
+
+@functools.cache
+def code_digest() -> str:
+    """A digest of the library's source files (core/**/*.py), read once per process."""
+    return files_digest(Path(__file__).resolve().parents[1])
+
+
+def files_digest(folder: Path) -> str:
+    """A digest of the names and bytes of the Python files under `folder`."""
+    digest = hashlib.blake2b(digest_size=20)
+    for path in sorted(folder.rglob("*.py")):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\x00")
+        digest.update(path.read_bytes() + b"\x00")
+    return digest.hexdigest()
 
 
 class GameCache:
