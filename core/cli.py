@@ -38,9 +38,9 @@ from core.models import MODELS
 from core.optional import require
 from core.output import STDOUT, output_format, write_reports
 from core.progress import ProgressBar
-from core.tables import LIMITS, TableLimits, load_table
+from core.tables import LIMITS, TableLimits, iter_table, load_table
 from core.versions import library_versions
-from core.workflow import StudyOptions, prepare_study
+from core.workflow import StreamedStudy, Study, StudyOptions, prepare_streamed_study, prepare_study
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -348,31 +348,45 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
     models = model_files(args.model_file)  # refused before any table is read
     ids = [args.id_column] if args.id_column else []
     limits = table_limits(args)
-    data = read_data(args.data, ids, limits)
     train = calibration = None
     if args.train:
         train = load_table(args.train, text_columns=ids, limits=limits)
         calibration = load_table(args.calibration, text_columns=ids, limits=limits)
-    console.step(f"read {len(data):,} rows x {data.shape[1]} columns"
-                 + (f", {len(train):,} training and {len(calibration):,} calibration rows"
-                    if train is not None and calibration is not None else ""))
-    study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha,
-                          models=models)
+    study: Study | StreamedStudy
+    if train is not None and calibration is not None and args.data != STDIN:
+        # DATA is only the patients: read it a chunk at a time (once to check it and gather
+        # its warnings, once to explain it), so memory holds a chunk, not the cohort.
+        def chunks() -> Iterator[pd.DataFrame]:
+            return iter_table(args.data, text_columns=ids, limits=limits)
+
+        console.step(f"read {len(train):,} training and {len(calibration):,} calibration "
+                     "rows; the patients are read in chunks")
+        study = prepare_streamed_study(chunks, options, train, calibration, alpha=alpha,
+                                       models=models)
+        n_patients = study.n_patients
+    else:
+        data = read_data(args.data, ids, limits)
+        console.step(f"read {len(data):,} rows x {data.shape[1]} columns"
+                     + (f", {len(train):,} training and {len(calibration):,} calibration rows"
+                        if train is not None and calibration is not None else ""))
+        study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha,
+                              models=models)
+        n_patients = len(study.patients)
     console.step(f"fitted {args.model} on {study.n_train:,} rows and calibrated "
                  f"({args.family}, {study.system.n_calibration:,} rows); explaining "
-                 f"{len(study.patients):,} patients with {args.method}")
+                 f"{n_patients:,} patients with {args.method}")
     with parallel_backend(args.scheduler):
         reports = study.iter_explain(method=args.method, alpha=alpha, units=args.scale,
-                               budget=args.budget, groups=groups,
-                               calibration_bootstrap=args.calibration_bootstrap,
-                               fixed_quantile=args.fixed_quantile,
-                               jobs=-1 if args.scheduler else args.jobs,
-                               progress=console.progress("explaining patients"))
+                                     budget=args.budget, groups=groups,
+                                     calibration_bootstrap=args.calibration_bootstrap,
+                                     fixed_quantile=args.fixed_quantile,
+                                     jobs=-1 if args.scheduler else args.jobs,
+                                     progress=console.progress("explaining patients"))
         # Streamed: each chunk is written as it is explained, so memory holds one chunk.
         meta = write_reports(reports, args.out, args.format)
     where = "standard output" if args.out == STDOUT else args.out
     return (
-        f"explained {len(study.patients)} patients x {len(meta['features'])} features "
+        f"explained {n_patients} patients x {len(meta['features'])} features "
         f"({meta['family']}, {args.model}, {meta['method']}, alpha={meta['alpha']:g}, "
         f"q_hat={meta['q_hat']:.4g}) in {time.perf_counter() - started:.1f} s -> {where}; "
         f"additivity error {meta['additivity_error']:.1e}"

@@ -14,7 +14,8 @@ import math
 import re
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,52 +97,104 @@ def load_table(source: str | Path | pd.DataFrame,
     limits = limits or LIMITS
     if isinstance(source, pd.DataFrame):
         table = source
-        name = label or "the table"
+        _check_shape(table, label or "the table", limits)
+        return table
+    path, name, kind = _source(source, label, kind)
+    started = time.perf_counter()
+    with _refusals(path, name, kind, started):
+        _check_file(path, name, limits)
+        table = READERS[kind](path, name, text_columns, limits)
         _check_shape(table, name, limits)
-    else:
-        path = Path(source)
-        name = label or path.name
-        if kind is None:
-            kind = "parquet" if path.suffix.lower() in {".parquet", ".pq"} else "csv"
-        elif kind not in READERS:
-            raise ValueError(f"kind must be one of {sorted(READERS)}, not {kind!r}")
-        started = time.perf_counter()
-        size = 0
-        try:
-            if not path.exists():
-                raise CpdecompError(f"no such file: {path}", reason="missing")
-            if not path.is_file():  # a folder, a device such as /dev/zero, a pipe
-                raise CpdecompError(f"{path} is not a regular file", reason="missing")
-            size = path.stat().st_size
-            if size == 0:
-                raise CpdecompError(f"{name} is empty", reason="empty")
-            if size > limits.max_bytes:
-                raise CpdecompError(
-                    f"{name} is {_mebibytes(size)}; the limit is {_mebibytes(limits.max_bytes)}",
-                    reason="too_large",
-                )
-            table = READERS[kind](path, name, text_columns, limits)
-            _check_shape(table, name, limits)
-        except CpdecompError as error:
-            logger.info("table.refused format=%s reason=%s bytes=%d seconds=%.3f",
-                        kind, error.reason, size, time.perf_counter() - started)
-            raise
-        except MemoryError as exc:
-            logger.info("table.refused format=%s reason=memory bytes=%d seconds=%.3f",
-                        kind, size, time.perf_counter() - started)
-            raise CpdecompError(f"{name} is too large to read into memory",
-                                reason="memory") from exc
-        except Exception as exc:  # pandas and pyarrow raise many types for a bad file
-            reason = "parse" if isinstance(exc, pd.errors.ParserError) else "unreadable"
-            logger.info("table.refused format=%s reason=%s bytes=%d seconds=%.3f",
-                        kind, reason, size, time.perf_counter() - started)
-            raise CpdecompError(
-                f"{name} is not a readable {KIND_NAMES[kind]} file ({_safe_reason(exc, path)})",
-                reason=reason,
-            ) from exc
-        logger.info("table.read format=%s rows=%d columns=%d bytes=%d seconds=%.3f",
-                    kind, table.shape[0], table.shape[1], size, time.perf_counter() - started)
+    logger.info("table.read format=%s rows=%d columns=%d bytes=%d seconds=%.3f",
+                kind, table.shape[0], table.shape[1], path.stat().st_size,
+                time.perf_counter() - started)
     return table
+
+
+CHUNK_ROWS = 65_536
+"""Rows per chunk of a streamed table: about 6 MB at 12 numeric columns."""
+
+
+def iter_table(source: str | Path, text_columns: Sequence[str] = (), *,
+               limits: TableLimits | None = None, label: str | None = None,
+               kind: str | None = None, rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+    """load_table in chunks of `rows` rows, so memory holds one chunk, not the file.
+
+    The same checks and refusals as load_table, made before the first chunk is given where the
+    file allows (a CSV's bytes, a Parquet file's schema and decoded size); the caps on rows and
+    cells count over the whole file. Each chunk's index is its rows' positions in the file, as
+    load_table numbers them, so messages name the same rows.
+    """
+    limits = limits or LIMITS
+    path, name, kind = _source(source, label, kind)
+    started = time.perf_counter()
+    seen = 0
+    with _refusals(path, name, kind, started):
+        _check_file(path, name, limits)
+        chunks = (_iter_parquet if kind == "parquet" else _iter_csv)(
+            path, name, text_columns, limits, rows)
+        for chunk in chunks:
+            seen += len(chunk)
+            _check_size(name, seen, chunk.shape[1], limits)
+            yield chunk
+        if seen == 0:
+            _check_shape(pd.DataFrame(), name, limits)
+    logger.info("table.streamed format=%s rows=%d bytes=%d seconds=%.3f", kind, seen,
+                path.stat().st_size, time.perf_counter() - started)
+
+
+def _source(source: str | Path, label: str | None, kind: str | None) -> tuple[Path, str, str]:
+    path = Path(source)
+    if kind is None:
+        kind = "parquet" if path.suffix.lower() in {".parquet", ".pq"} else "csv"
+    elif kind not in READERS:
+        raise ValueError(f"kind must be one of {sorted(READERS)}, not {kind!r}")
+    return path, label or path.name, kind
+
+
+def _check_file(path: Path, name: str, limits: TableLimits) -> None:
+    if not path.exists():
+        raise CpdecompError(f"no such file: {path}", reason="missing")
+    if not path.is_file():  # a folder, a device such as /dev/zero, a pipe
+        raise CpdecompError(f"{path} is not a regular file", reason="missing")
+    size = path.stat().st_size
+    if size == 0:
+        raise CpdecompError(f"{name} is empty", reason="empty")
+    if size > limits.max_bytes:
+        raise CpdecompError(
+            f"{name} is {_mebibytes(size)}; the limit is {_mebibytes(limits.max_bytes)}",
+            reason="too_large",
+        )
+
+
+@contextmanager
+def _refusals(path: Path, name: str, kind: str, started: float) -> Iterator[None]:
+    """Every failure of reading as a CpdecompError with a reason, logged without contents."""
+    def size() -> int:
+        try:
+            return path.stat().st_size
+        except OSError:
+            return 0
+
+    try:
+        yield
+    except CpdecompError as error:
+        logger.info("table.refused format=%s reason=%s bytes=%d seconds=%.3f",
+                    kind, error.reason, size(), time.perf_counter() - started)
+        raise
+    except MemoryError as exc:
+        logger.info("table.refused format=%s reason=memory bytes=%d seconds=%.3f",
+                    kind, size(), time.perf_counter() - started)
+        raise CpdecompError(f"{name} is too large to read into memory",
+                            reason="memory") from exc
+    except Exception as exc:  # pandas and pyarrow raise many types for a bad file
+        reason = "parse" if isinstance(exc, pd.errors.ParserError) else "unreadable"
+        logger.info("table.refused format=%s reason=%s bytes=%d seconds=%.3f",
+                    kind, reason, size(), time.perf_counter() - started)
+        raise CpdecompError(
+            f"{name} is not a readable {KIND_NAMES[kind]} file ({_safe_reason(exc, path)})",
+            reason=reason,
+        ) from exc
 
 
 def _check_shape(table: pd.DataFrame, name: str, limits: TableLimits) -> None:
@@ -204,8 +257,18 @@ def _safe_reason(exc: BaseException, path: Path) -> str:
     return type(exc).__name__
 
 
-def _read_csv(path: Path, name: str, text_columns: Sequence[str],
-              limits: TableLimits) -> pd.DataFrame:
+@dataclass(frozen=True)
+class _CsvPlan:
+    """How a checked CSV file is read: pandas' options, its names and its row cap."""
+
+    options: dict
+    names: list[str]
+    max_rows: int
+
+
+def _plan_csv(path: Path, name: str, text_columns: Sequence[str],
+              limits: TableLimits) -> _CsvPlan:
+    """Check a CSV file before any row is parsed: bytes, encoding, header, field lengths."""
     with path.open("rb") as handle:
         head = handle.read(65536)
     _refuse_binary(head, name)
@@ -221,28 +284,64 @@ def _read_csv(path: Path, name: str, text_columns: Sequence[str],
     _refuse_data_as_header(names, name, decimal)
     # Blank names are judged after reading: an unnamed, empty column is dropped.
     _check_names([n if n.strip() else f"\0{i}" for i, n in enumerate(names)], name)
-    max_rows = min(limits.max_rows, limits.max_cells // max(len(names), 1))
+    options = dict(sep=separator, decimal=decimal, encoding="utf-8-sig",
+                   na_values=MISSING_TOKENS, keep_default_na=True, low_memory=False,
+                   dtype={column: str for column in text_columns}, index_col=False)
+    return _CsvPlan(options, names, min(limits.max_rows, limits.max_cells // max(len(names), 1)))
+
+
+@contextmanager
+def _ragged_refused(name: str) -> Iterator[None]:
     with warnings.catch_warnings():
         # pandas warns (and drops data) when rows have more fields than the header.
         warnings.simplefilter("error", pd.errors.ParserWarning)
         try:
-            table = pd.read_csv(
-                path, sep=separator, decimal=decimal, encoding="utf-8-sig",
-                na_values=MISSING_TOKENS, keep_default_na=True, low_memory=False,
-                dtype={column: str for column in text_columns}, index_col=False,
-                nrows=max_rows + 1,
-            )
+            yield
         except pd.errors.ParserWarning as exc:
             raise CpdecompError(
                 f"{name}: rows have more fields than the header has names; check the separator "
                 "or remove the separators at the ends of the lines", reason="ragged") from exc
-    if len(table) > max_rows:
-        _check_size(name, len(table), len(names), limits)
+
+
+def _read_csv(path: Path, name: str, text_columns: Sequence[str],
+              limits: TableLimits) -> pd.DataFrame:
+    plan = _plan_csv(path, name, text_columns, limits)
+    with _ragged_refused(name):
+        table = pd.read_csv(path, nrows=plan.max_rows + 1, **plan.options)
+    if len(table) > plan.max_rows:
+        _check_size(name, len(table), len(plan.names), limits)
+    return _named_csv(table, plan.names, name, limits)
+
+
+def _named_csv(table: pd.DataFrame, names: list[str], name: str,
+               limits: TableLimits) -> pd.DataFrame:
     table.columns = names
     blank = [c for c in names if not c.strip() and table[c].isna().all()]
     table = table.drop(columns=blank)  # separators at the ends of lines: empty, unnamed
     _check_field_lengths(table, name, limits)
     return table
+
+
+def _iter_csv(path: Path, name: str, text_columns: Sequence[str], limits: TableLimits,
+              rows: int) -> Iterator[pd.DataFrame]:
+    plan = _plan_csv(path, name, text_columns, limits)
+    columns: list[str] | None = None
+    with _ragged_refused(name):
+        reader = pd.read_csv(path, nrows=plan.max_rows + 1, chunksize=rows, **plan.options)
+        with reader:
+            for chunk in reader:
+                chunk = _named_csv(chunk, plan.names, name, limits)
+                if columns is None:
+                    columns = list(chunk.columns)
+                elif list(chunk.columns) != columns:
+                    if any(c not in columns for c in chunk.columns):
+                        # An unnamed column empty in the first rows but not in later ones:
+                        # the chunks already given went without it.
+                        raise CpdecompError(f"{name}: a column without a name has values "
+                                            "after its first rows; name it or remove it",
+                                            reason="names")
+                    chunk = chunk.reindex(columns=columns)  # one empty in this chunk only
+                yield chunk
 
 
 NUMBER = re.compile(r"[+-]?(\d+([.,]\d*)?|[.,]\d+)([eE][+-]?\d+)?")
@@ -361,6 +460,57 @@ def _read_parquet(path: Path, name: str, text_columns: Sequence[str],
     cost about a kilobyte. pyarrow reads plain arrays: nothing in a Parquet file is unpickled.
     """
     import pyarrow as pa
+
+    dictionary = _measure_parquet(path, name, limits)
+    try:
+        with _opened_parquet(path, dictionary) as parquet:
+            schema = parquet.schema_arrow
+            # One column at a time, each made plain (text decoded, decimals as floats) before
+            # the next is read, so no more than one column is held in two forms at once.
+            columns = [_plain(parquet.read(columns=[f.name]).column(0)) for f in schema]
+    except (pa.ArrowException, OSError) as exc:
+        raise _unreadable_parquet(name, exc) from None
+    arrow = pa.Table.from_arrays(columns, names=schema.names, metadata=schema.metadata)
+    del columns
+    return _parquet_frame(arrow, name, text_columns, limits, start=0)
+
+
+def _iter_parquet(path: Path, name: str, text_columns: Sequence[str], limits: TableLimits,
+                  rows: int) -> Iterator[pd.DataFrame]:
+    """_read_parquet a batch of rows at a time, after the same measurements."""
+    import pyarrow as pa
+
+    dictionary = _measure_parquet(path, name, limits)
+    start = 0
+    try:
+        with _opened_parquet(path, dictionary) as parquet:
+            schema = parquet.schema_arrow
+            for batch in parquet.iter_batches(batch_size=rows, use_threads=False):
+                arrow = pa.Table.from_arrays([_plain(c) for c in batch.columns],
+                                             names=schema.names, metadata=schema.metadata)
+                frame = _parquet_frame(arrow, name, text_columns, limits, start)
+                start += len(frame)
+                yield frame
+    except (pa.ArrowException, OSError) as exc:
+        raise _unreadable_parquet(name, exc) from None
+
+
+def _unreadable_parquet(name: str, exc: BaseException) -> CpdecompError:
+    # Type only: a conversion error can quote a value of the file.
+    return CpdecompError(f"{name} is not a readable Parquet file ({type(exc).__name__})",
+                         reason="unreadable")
+
+
+def _opened_parquet(path: Path, dictionary: list[str]):
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path, read_dictionary=dictionary)
+
+
+def _measure_parquet(path: Path, name: str, limits: TableLimits) -> list[str]:
+    """Refuse from the footer and the text's lengths what would decode past the caps; returns
+    the text columns that can be read as dictionaries (as they were measured)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
@@ -381,21 +531,22 @@ def _read_parquet(path: Path, name: str, text_columns: Sequence[str],
             _check_decoded(decoded, name, limits)
             # Prefix-compressed text (DELTA_BYTE_ARRAY) cannot be read into a dictionary.
             streamed = [c for c in text if not _has_dictionary_encodings(metadata, c)]
-        with pq.ParquetFile(path, read_dictionary=[c for c in text if c not in streamed]) \
-                as parquet:
+        dictionary = [c for c in text if c not in streamed]
+        with _opened_parquet(path, dictionary) as parquet:
             for column in text:
                 measure = _stream_text_bytes if column in streamed else _dictionary_text_bytes
                 decoded += measure(parquet, column, name, limits)
                 _check_decoded(decoded, name, limits)
-            # One column at a time, each made plain (text decoded, decimals as floats) before
-            # the next is read, so no more than one column is held in two forms at once.
-            columns = [_plain(parquet.read(columns=[f.name]).column(0)) for f in schema]
     except (pa.ArrowException, OSError) as exc:
-        # Type only: a conversion error can quote a value of the file.
-        raise CpdecompError(f"{name} is not a readable Parquet file "
-                            f"({type(exc).__name__})", reason="unreadable") from None
-    arrow = pa.Table.from_arrays(columns, names=schema.names, metadata=schema.metadata)
-    del columns
+        raise _unreadable_parquet(name, exc) from None
+    return dictionary
+
+
+def _parquet_frame(arrow, name: str, text_columns: Sequence[str], limits: TableLimits,
+                   start: int) -> pd.DataFrame:
+    """Plain Arrow columns as the pandas table load_table gives, rows numbered from `start`."""
+    import pyarrow as pa
+
     # Dates become datetime64 columns, which core.data names as dates (not objects it cannot
     # tell from text); self_destruct hands each Arrow column to pandas and frees it.
     try:
@@ -408,6 +559,8 @@ def _read_parquet(path: Path, name: str, text_columns: Sequence[str],
         # A table saved with its index: an index with a name is a column (a patient id); rows
         # are numbered from 0 like a CSV's, for messages and patient ids.
         table = table.reset_index(drop=all(n is None for n in table.index.names))
+    if start:
+        table.index = pd.RangeIndex(start, start + len(table))
     for column in text_columns:
         if column in table.columns:
             table[column] = table[column].map(lambda v: v if is_missing(v) else str(v))

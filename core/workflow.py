@@ -10,7 +10,7 @@ costs model fits. Explaining under another alpha, method or unit reuses all of i
 from __future__ import annotations
 
 import warnings as python_warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -248,6 +248,15 @@ def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame
     table: see system_from_models), nothing is fitted but what they leave out, and the
     training rows are the background pool.
     """
+    prepared, patients = _prepare(data, options, train, calibration, alpha, models)
+    notes, _ = patient_warnings(prepared, [patients])
+    return prepared.study(patients, prepared.warnings + notes)
+
+
+def _prepare(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame | None,
+             calibration: pd.DataFrame | None, alpha: float | None,
+             models: Mapping[str, object] | None) -> tuple[_Prepared, pd.DataFrame]:
+    """prepare_study up to its patients: the fitted system, and the rows to explain."""
     if (train is None) != (calibration is None):
         raise CpdecompError("give both --train and --calibration, or neither")
     data = data.reset_index(drop=True)  # row numbers are the patient ids when there is no id
@@ -303,22 +312,124 @@ def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame
     explainer = Explainer(system, background_size=background, seed=options.seed,
                           masking=options.masking)
     warnings += correlation_warnings(system.fitted.training_rows, columns.features)
-    if columns.id_column:
-        ids = patients[columns.id_column].tolist()
-        if len(set(map(str, ids))) != len(ids):
-            warnings.append(f"the id column {columns.id_column!r} has repeated values")
-    else:
-        ids = [int(i) for i in patients.index]
-    y_patients = (target_values(patients, columns.target)
-                  if columns.target in patients.columns else None)
-    patients = patients.reset_index(drop=True)
-    patient_rows = system.fitted.encode(patients)
-    at_floor = system.fitted.rows_at_sigma_floor(patient_rows)
+    return _Prepared(options, columns, system, explainer, warnings, len(y_train)), patients
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """What a study is before its patients: the fitted system, its explainer and warnings."""
+
+    options: StudyOptions
+    columns: ColumnChoice
+    system: ConformalSystem
+    explainer: Explainer
+    warnings: list[str]
+    n_train: int
+
+    def ids(self, patients: pd.DataFrame) -> list:
+        """The id column's values, else the rows' positions in the file (their index)."""
+        if self.columns.id_column:
+            return patients[self.columns.id_column].tolist()
+        return [int(i) for i in patients.index]
+
+    def study(self, patients: pd.DataFrame, warnings: list[str]) -> Study:
+        ids = self.ids(patients)
+        target = self.columns.target
+        y_patients = target_values(patients, target) if target in patients.columns else None
+        patients = patients.reset_index(drop=True)
+        return Study(self.options, self.columns, self.system, self.explainer, patients,
+                     self.system.fitted.encode(patients), ids, y_patients,
+                     n_train=self.n_train, warnings=warnings)
+
+
+def patient_warnings(prepared: _Prepared, chunks: Iterable[pd.DataFrame]
+                     ) -> tuple[list[str], int]:
+    """Warnings about the patients, over every chunk of them (repeated ids, sigma at its
+    floor), and how many patients there are.
+
+    A chunk's rows are encoded and dropped, so this holds one chunk and a hash per id.
+    """
+    hashes: list[np.ndarray] = []
+    at_floor = total = 0
+    for chunk in chunks:
+        if prepared.columns.id_column:
+            ids = np.asarray([str(i) for i in prepared.ids(chunk)], dtype=object)
+            hashes.append(pd.util.hash_array(ids))
+        at_floor += prepared.system.fitted.rows_at_sigma_floor(
+            prepared.system.fitted.encode(chunk))
+        total += len(chunk)
+    notes = []
+    if hashes:
+        every = np.concatenate(hashes)
+        if len(np.unique(every)) != len(every):
+            notes.append(f"the id column {prepared.columns.id_column!r} has repeated values")
     if at_floor:
-        warnings.append(f"{at_floor} of {len(patients)} patients have the difficulty model "
-                        "sigma at its floor: their intervals are set by the floor, not by them")
-    return Study(options, columns, system, explainer, patients, patient_rows,
-                 ids, y_patients, n_train=len(y_train), warnings=warnings)
+        notes.append(f"{at_floor} of {total} patients have the difficulty model "
+                     "sigma at its floor: their intervals are set by the floor, not by them")
+    return notes, total
+
+
+@dataclass(eq=False)
+class StreamedStudy:
+    """A study whose patients are read a chunk at a time, each time it explains them.
+
+    For cohorts too large to hold: memory holds one chunk of patients and its results. The
+    reports equal a Study's on the whole table, chunk by chunk (ids are the rows' positions
+    in the file, or the id column), and the warnings are those of every patient.
+    """
+
+    prepared: _Prepared
+    chunks: Callable[[], Iterator[pd.DataFrame]]
+    """Reads the patients afresh, in chunks whose index is the rows' positions."""
+    n_patients: int
+    warnings: list[str]
+
+    @property
+    def system(self) -> ConformalSystem:
+        return self.prepared.system
+
+    @property
+    def n_train(self) -> int:
+        return self.prepared.n_train
+
+    def iter_explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
+                     budget: int | None = None, jobs: int = 1, progress: Progress | None = None,
+                     groups: Sequence[Sequence[str]] | None = None,
+                     calibration_bootstrap: int = 0, fixed_quantile: bool = False
+                     ) -> Iterator[Report]:
+        """Study.iter_explain over every chunk of patients, in the file's order."""
+        done = 0
+        for chunk in self.chunks():
+            study = self.prepared.study(chunk, self.warnings)
+
+            def overall(finished: int, _total: int, before: int = done) -> None:
+                if progress is not None:
+                    progress(before + finished, self.n_patients)
+
+            yield from study.iter_explain(
+                method=method, alpha=alpha, units=units, budget=budget, jobs=jobs,
+                progress=overall, groups=groups, calibration_bootstrap=calibration_bootstrap,
+                fixed_quantile=fixed_quantile)
+            done += len(chunk)
+
+
+def prepare_streamed_study(chunks: Callable[[], Iterator[pd.DataFrame]],
+                           options: StudyOptions, train: pd.DataFrame,
+                           calibration: pd.DataFrame, alpha: float | None = None,
+                           models: Mapping[str, object] | None = None) -> StreamedStudy:
+    """prepare_study with separate training and calibration tables and patients in chunks.
+
+    `chunks()` reads the patients from the start each time it is called (it is called once to
+    check them and gather the warnings, and once per explain).
+    """
+    first = next(iter(chunks()), None)
+    if first is None:
+        raise CpdecompError("there are no patients to explain")
+    # The first chunk is checked as prepare_study checks the patients' table; the others come
+    # from the same file, with the same columns.
+    prepared, _ = _prepare(first, options, train, calibration, alpha, models)
+    notes, total = patient_warnings(prepared, chunks())
+    return StreamedStudy(prepared, chunks, total, prepared.warnings + notes)
 
 
 def correlation_warnings(rows: np.ndarray, features: Sequence[str]) -> list[str]:
