@@ -27,6 +27,7 @@ from math import factorial
 from typing import Literal
 
 import numpy as np
+from numba import njit
 
 from core.attribution.exact import MAX_EXACT_PLAYERS
 from core.coalitions import bits_from_coalitions
@@ -90,20 +91,36 @@ def pairwise_sii(lattice: FloatArray) -> FloatArray:
     d = int(n_coalitions).bit_length() - 1
     if n_coalitions != 1 << d or d < 2:
         raise ValueError(f"a lattice has 2^d values with d ≥ 2, not {n_coalitions}")
-    # Coalitions as rows: each gather below then copies whole rows of games.
-    by_coalition = np.ascontiguousarray(values.reshape(-1, n_coalitions).T)
-    subsets = np.arange(n_coalitions, dtype=np.int64)
-    sizes = np.bitwise_count(subsets)
+    games = np.ascontiguousarray(values.reshape(-1, n_coalitions))
     weights = np.array([pair_weight(s, d) for s in range(d - 1)])
+    sizes = np.bitwise_count(np.arange(n_coalitions, dtype=np.int64))
     first, second = pairs(d)
-    out = np.empty((len(first), by_coalition.shape[1]))
-    for p, (i, j) in enumerate(zip(first, second, strict=True)):
-        bit_i, bit_j = np.int64(1) << i, np.int64(1) << j
-        base = subsets[(subsets & (bit_i | bit_j)) == 0]
-        with_both = by_coalition[base | bit_i | bit_j] - by_coalition[base | bit_i]
-        with_j = by_coalition[base | bit_j] - by_coalition[base]
-        out[p] = weights[sizes[base]] @ (with_both - with_j)
-    return out.T.reshape((*lead, len(first)))
+    out = _pair_sums(games, first, second, weights[np.minimum(sizes, d - 2)])
+    return out.reshape((*lead, len(first)))
+
+
+@njit(cache=True, nogil=True)
+def _pair_sums(games, first, second, weight_of_subset):
+    """out[g, p] = Σ over S lacking both players of pair p of w(|S|) Δ_ij(S) of game g.
+
+    One game at a time, each sum in the same order: a patient's values do not depend on the
+    other games in its batch (numpy's vector sums are ordered by the batch's shape).
+    """
+    n_games, n_coalitions = games.shape
+    out = np.empty((n_games, first.size))
+    for g in range(n_games):
+        row = games[g]
+        for p in range(first.size):
+            bit_i, bit_j = 1 << first[p], 1 << second[p]
+            both = bit_i | bit_j
+            acc = 0.0
+            for s in range(n_coalitions):
+                if s & both:
+                    continue
+                gain = (row[s | both] - row[s | bit_i]) - (row[s | bit_j] - row[s])
+                acc += weight_of_subset[s] * gain
+            out[g, p] = acc
+    return out
 
 
 def interaction_matrices(pair_values: FloatArray, shapley: FloatArray,
