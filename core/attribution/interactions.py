@@ -54,7 +54,7 @@ def check_index(index: str) -> InteractionIndex:
     if index not in INDICES:
         raise CpdecompError(f"unknown interaction index {index!r}; choose one of "
                             f"{', '.join(INDICES)}")
-    return index  # type: ignore[return-value]
+    return index
 
 
 def pair_weight(size: int, n_players: int) -> float:
