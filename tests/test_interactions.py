@@ -278,15 +278,16 @@ def test_the_calibration_view_is_one_matrix_for_the_cohort_on_the_additive_scale
 
 
 def product_system(family: str, c: float = 2.5):
-    """Components of four features: f_hi = c·x0·x1 + 3·x2, f_lo = −x3 (CQR), or the same
-    f for the absolute family; the background is drawn independently per column."""
+    """Components of five features: f_hi = c·x0·x1 + 3·x2, f_lo = −x3 (CQR), or the same
+    f for the absolute family; x4 is read by no component. The background is drawn
+    independently per column."""
     rng = np.random.default_rng(7)
-    training = pd.DataFrame(rng.normal(size=(200, 4)) + 1.0, columns=list("abcd"))
+    training = pd.DataFrame(rng.normal(size=(200, 5)) + 1.0, columns=list("abcde"))
     f_hi = lambda x: c * x[:, 0] * x[:, 1] + 3 * x[:, 2]  # noqa: E731
     f_lo = lambda x: -x[:, 3]  # noqa: E731
     functions = {"lo": f_lo, "hi": f_hi} if family == "cqr" else {"f": f_hi}
     fitted = system_from_functions(family, functions, training)
-    calibration = pd.DataFrame(rng.normal(size=(60, 4)) + 1.0, columns=list("abcd"))
+    calibration = pd.DataFrame(rng.normal(size=(60, 5)) + 1.0, columns=list("abcde"))
     y = calibration["a"] * calibration["b"] + rng.normal(size=60)
     return fitted.conformalize(calibration, y.to_numpy())
 
@@ -297,7 +298,7 @@ def test_instance_interaction_of_a_product_has_its_closed_form():
     means, and every other pair's instance interaction is 0; the total is I_C + that."""
     c = 2.5
     explainer = Explainer(product_system("cqr", c), background_size=40, seed=0)
-    rows = np.random.default_rng(8).normal(size=(6, 4)) + 1.0
+    rows = np.random.default_rng(8).normal(size=(6, 5)) + 1.0
     result = explainer.interactions_rows(rows, index="SII")
     b = explainer.background
     m0, m1 = b[:, 0].mean(), b[:, 1].mean()
@@ -313,11 +314,22 @@ def test_instance_interaction_of_a_product_has_its_closed_form():
 
 def test_the_absolute_family_has_no_instance_interaction():
     explainer = Explainer(product_system("absolute"), background_size=40, seed=0)
-    rows = np.random.default_rng(9).normal(size=(3, 4)) + 1.0
+    rows = np.random.default_rng(9).normal(size=(3, 5)) + 1.0
     result = explainer.interactions_rows(rows, index="k-SII")
     assert np.all(result.instance == 0.0)
     np.testing.assert_array_equal(result.total, result.calibration)
     assert np.abs(result.calibration[:, 0, 1]).max() > 0  # the product moves q̂ jointly
+
+
+@pytest.mark.parametrize("family", ["cqr", "absolute"])
+def test_a_feature_no_component_reads_gets_exact_zeros_in_every_view(family):
+    explainer = Explainer(product_system(family), background_size=40, seed=0)
+    rows = np.random.default_rng(10).normal(size=(4, 5)) + 1.0
+    for index in ("SII", "k-SII"):
+        result = explainer.interactions_rows(rows, index=index)
+        for view in ("calibration", "instance", "total"):
+            values = getattr(result, view)
+            assert np.all(values[:, 4, :] == 0.0) and np.all(values[:, :, 4] == 0.0), view
 
 
 # --- limits, tables, and the study ---------------------------------------------------------------

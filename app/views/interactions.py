@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import charts, state, widgets
+from app import charts, widgets
 from app.state import Results, units_label
 from app.text import markdown_text, plotly_text
 from core.attribution import MAX_EXACT_PLAYERS, METHOD_LABELS
@@ -47,7 +47,7 @@ def computed(results: Results) -> Interactions:
     if kept is None or kept[0] != key:
         with st.spinner("Working out how pairs of features act together…"):
             value = results.study.interactions(alpha=results.config.alpha, index="SII",
-                                               units=state.current_units(results.config))
+                                               units="log" if results.units == "log" else "width")
         kept = (key, value)
         st.session_state["_interactions"] = kept
     return kept[1]
