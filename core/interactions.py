@@ -116,7 +116,7 @@ def lattice_interactions(games: PatientGames, rows: FloatArray, index: str,
     width_units = games.family.scale == "log" and games.units == "width"
     if chunk_size is None:
         chunk_size = max(1, CELLS_PER_CHUNK // len(design.coalitions))
-    parts: list[tuple[FloatArray, FloatArray, FloatArray, FloatArray]] = []
+    parts: list[tuple[FloatArray, ...]] = []
     for start in range(0, len(rows), chunk_size):
         chunk = rows[start:start + chunk_size]
         v_i = instance_values(games.family, games.evaluator, chunk, design.coalitions)
@@ -127,20 +127,23 @@ def lattice_interactions(games: PatientGames, rows: FloatArray, index: str,
                  interaction_matrices(pairwise_sii(v_t[:, order]), phi_t, chosen)]
         full, empty = v_t[:, design.full_index], v_t[:, design.empty_index]
         gap = full - empty
+        width = np.exp(full) if games.family.scale == "log" else full
         if width_units:
             # As for the Shapley values (method page §6): one positive factor per patient on
             # all three views, so the split stays exact and k-SII sums to the width gap.
-            factor = logarithmic_mean_factor(np.exp(full), float(np.exp(empty[0])))
+            factor = logarithmic_mean_factor(width, float(np.exp(empty[0])))
             views = [view * factor[:, None, None] for view in views]
-            gap = np.exp(full) - np.exp(empty)
-        parts.append((np.array(views[0]), views[1], views[2], gap))
-    calibration_all, instance, total, gap = (np.concatenate([p[k] for p in parts])
-                                             for k in range(4))
-    additivity = np.abs(total - calibration_all - instance)
-    scale = np.maximum(np.abs(gap) + np.abs(total).max(axis=(1, 2), initial=0.0), 1.0)
-    if additivity.size and (additivity.max(axis=(1, 2)) / scale).max() > ADDITIVITY_TOLERANCE:
+            gap = width - np.exp(empty)
+        parts.append((np.array(views[0]), views[1], views[2], gap, width))
+    calibration_all, instance, total, gap, width = (np.concatenate([p[k] for p in parts])
+                                                    for k in range(5))
+    # The engine's rule for φ (core/decomposition.py): a split off by more than a tiny share
+    # of the patient's width is a bug, never a result.
+    additivity = np.abs(total - calibration_all - instance).max(axis=(1, 2))
+    relative = additivity / np.maximum(np.abs(width), np.finfo(float).tiny)
+    if relative.size and relative.max() > ADDITIVITY_TOLERANCE:
         raise AdditivityError(f"interaction additivity error {additivity.max():.3g} exceeds "
-                              f"{ADDITIVITY_TOLERANCE:g} of the values' scale")
+                              f"{ADDITIVITY_TOLERANCE:g} of the width")
     efficiency = None
     if chosen == "k-SII":
         first, second = pairs(d)

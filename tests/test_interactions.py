@@ -399,3 +399,17 @@ def test_study_names_patients_and_groups(diabetes):
     sums = np.trace(result.total, axis1=1, axis2=2) + result.total[:, first, second].sum(axis=1)
     np.testing.assert_allclose(sums, report.explanation.width - report.explanation.base_width,
                                rtol=0, atol=1e-9)
+
+
+def test_a_patients_values_do_not_depend_on_its_chunk(diabetes):
+    from core.interactions import lattice_interactions
+
+    explainer = explainer_for(diabetes, "normalized")
+    rows = explainer.system.fitted.encode(patients(diabetes, 5))
+    games = explainer.patient_games("exact", 0.1, "width")
+    whole = lattice_interactions(games, rows, "k-SII")
+    one_by_one = lattice_interactions(games, rows, "k-SII", chunk_size=2)
+    for view in ("calibration", "instance", "total"):
+        np.testing.assert_array_equal(getattr(whole, view), getattr(one_by_one, view))
+    alone = explainer.interactions_rows(rows[3:4], index="k-SII")
+    np.testing.assert_array_equal(alone.total[0], whole.total[3])
