@@ -36,7 +36,7 @@ from core.decomposition import (
 from core.errors import CpdecompError
 from core.games import CalibrationGame, MaskedEvaluator, MaskingPath, instance_values
 from core.games.cache import GameCache, content_digest, shared_cache
-from core.interactions import Interactions, lattice_interactions
+from core.interactions import Interactions, LatticeGames, lattice_interactions
 from core.system import ConformalSystem
 from core.typing import FloatArray
 
@@ -424,8 +424,11 @@ class Explainer:
         check_interaction_players(self.n_players if groups is None else len(groups))
         if len(rows) == 0:
             raise CpdecompError("there are no patients to explain")
-        return lattice_interactions(self._games_for("exact", alpha, units, None, groups), rows,
-                                    index)
+        games = self._games_for("exact", alpha, units, None, groups)
+        lattice = LatticeGames(games.family, games.evaluator, games.design,
+                               games.calibration_values, games.calibration_attribution[0],
+                               games.units, games.players, games.alpha)
+        return lattice_interactions(lattice, rows, index)
 
     def interactions(self, patients: pd.DataFrame, alpha: float = 0.1, index: str = "SII",
                      units: Units = "width", groups: Groups | None = None) -> Interactions:

@@ -15,11 +15,11 @@ convention: core/attribution/interactions.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from core.attribution.base import Design
 from core.attribution.interactions import (
     InteractionIndex,
     check_index,
@@ -28,12 +28,10 @@ from core.attribution.interactions import (
     pairs,
     pairwise_sii,
 )
+from core.conformal import Family
 from core.decomposition import ADDITIVITY_TOLERANCE, AdditivityError, Units, logarithmic_mean_factor
-from core.games import instance_values
+from core.games import MaskedEvaluator, instance_values
 from core.typing import FloatArray
-
-if TYPE_CHECKING:
-    from core.explainer import PatientGames
 
 CELLS_PER_CHUNK = 1 << 20
 """(patients × coalitions) instance values evaluated at once, as the explainer's chunks."""
@@ -100,9 +98,25 @@ def _view(view: str) -> str:
     return view
 
 
-def lattice_interactions(games: PatientGames, rows: FloatArray, index: str,
+@dataclass(frozen=True)
+class LatticeGames:
+    """What the interactions need of an explainer's configuration (its PatientGames)."""
+
+    family: Family
+    evaluator: MaskedEvaluator
+    design: Design
+    """The exact design: every coalition of the players."""
+    calibration_values: FloatArray
+    calibration_shapley: FloatArray
+    """φ_C on the family's scale: the calibration view's diagonal."""
+    units: Units
+    players: tuple[str, ...]
+    alpha: float
+
+
+def lattice_interactions(games: LatticeGames, rows: FloatArray, index: str,
                          chunk_size: int | None = None) -> Interactions:
-    """Interactions of encoded patient rows on `games` (built on the exact design)."""
+    """Interactions of encoded patient rows on `games`."""
     chosen = check_index(index)
     design = games.design
     d = design.n_players
@@ -111,8 +125,7 @@ def lattice_interactions(games: PatientGames, rows: FloatArray, index: str,
                          else design.coalitions[:, [group[0] for group in design.groups]])
     order = lattice_order(player_coalitions)
     v_c = games.calibration_values
-    calibration = interaction_matrices(pairwise_sii(v_c[order]), games.calibration_attribution[0],
-                                       chosen)
+    calibration = interaction_matrices(pairwise_sii(v_c[order]), games.calibration_shapley, chosen)
     width_units = games.family.scale == "log" and games.units == "width"
     if chunk_size is None:
         chunk_size = max(1, CELLS_PER_CHUNK // len(design.coalitions))

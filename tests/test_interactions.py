@@ -402,11 +402,13 @@ def test_study_names_patients_and_groups(diabetes):
 
 
 def test_a_patients_values_do_not_depend_on_its_chunk(diabetes):
-    from core.interactions import lattice_interactions
+    from core.interactions import LatticeGames, lattice_interactions
 
     explainer = explainer_for(diabetes, "normalized")
     rows = explainer.system.fitted.encode(patients(diabetes, 5))
-    games = explainer.patient_games("exact", 0.1, "width")
+    g = explainer.patient_games("exact", 0.1, "width")
+    games = LatticeGames(g.family, g.evaluator, g.design, g.calibration_values,
+                         g.calibration_attribution[0], g.units, g.players, g.alpha)
     whole = lattice_interactions(games, rows, "k-SII")
     one_by_one = lattice_interactions(games, rows, "k-SII", chunk_size=2)
     for view in ("calibration", "instance", "total"):
