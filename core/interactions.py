@@ -9,7 +9,10 @@ The games are those the exact method evaluates: the calibration game comes from 
 explainer's cache (computed once for the cohort), the instance game is evaluated on all 2^d
 coalitions per patient, chunk by chunk. The indices are linear in the game, so I_T = I_C + I_I
 pair by pair, checked on every result like φ_T = φ_C + φ_I (the maths and the matrix
-convention: core/attribution/interactions.py).
+convention: core/attribution/interactions.py). Values are on the family's scale; in width
+units a log family's three views are multiplied by the patient's logarithmic-mean factor, as
+its Shapley values are (method page §6): the split stays exact and k-SII adds up to
+width − base width.
 """
 
 from __future__ import annotations
