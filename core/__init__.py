@@ -39,6 +39,7 @@ _PUBLIC = {
     "CpdecompError": "core.errors",
     "Explainer": "core.explainer",
     "Explanation": "core.explainer",
+    "Interactions": "core.interactions",
     "MODELS": "core.models",
     "MODEL_KINDS": "core.models",
     "load_model_file": "core.model_files",
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from core.decomposition import Decomposition
     from core.errors import CpdecompError
     from core.explainer import Explainer, Explanation
+    from core.interactions import Interactions
     from core.mapie import system_from_mapie
     from core.model_files import load_model_file
     from core.models import MODEL_KINDS, MODELS
@@ -99,6 +101,7 @@ __all__ = [
     "Explainer",
     "Explanation",
     "FittedSystem",
+    "Interactions",
     "Report",
     "Study",
     "StudyOptions",

@@ -22,6 +22,7 @@ import pandas as pd
 
 from core.attribution import Design, build_design
 from core.attribution.groups import Groups
+from core.attribution.interactions import check_index, check_interaction_players
 from core.conformal import Family, conformal_rank
 from core.decomposition import (
     Decomposition,
@@ -35,6 +36,7 @@ from core.decomposition import (
 from core.errors import CpdecompError
 from core.games import CalibrationGame, MaskedEvaluator, MaskingPath, instance_values
 from core.games.cache import GameCache, content_digest, shared_cache
+from core.interactions import Interactions, LatticeGames, lattice_interactions
 from core.system import ConformalSystem
 from core.typing import FloatArray
 
@@ -411,3 +413,25 @@ class Explainer:
                                  budget, jobs=jobs, progress=progress, groups=groups,
                                  calibration_bootstrap=calibration_bootstrap,
                                  fixed_quantile=fixed_quantile)
+
+    def interactions_rows(self, rows: FloatArray, alpha: float = 0.1, index: str = "SII",
+                          units: Units = "width", groups: Groups | None = None) -> Interactions:
+        """Pairwise interaction values ("SII" or "k-SII") of the calibration, instance and total
+        games at encoded patient rows, from the exact method's lattice of all 2^d coalitions
+        (so at most 16 features or groups); the calibration game is the exact method's, cached.
+        """
+        check_index(index)
+        check_interaction_players(self.n_players if groups is None else len(groups))
+        if len(rows) == 0:
+            raise CpdecompError("there are no patients to explain")
+        games = self._games_for("exact", alpha, units, None, groups)
+        lattice = LatticeGames(games.family, games.evaluator, games.design,
+                               games.calibration_values, games.calibration_attribution[0],
+                               games.units, games.players, games.alpha)
+        return lattice_interactions(lattice, rows, index)
+
+    def interactions(self, patients: pd.DataFrame, alpha: float = 0.1, index: str = "SII",
+                     units: Units = "width", groups: Groups | None = None) -> Interactions:
+        """interactions_rows for patients given as a table with the feature columns."""
+        return self.interactions_rows(self.system.fitted.encode(patients), alpha, index, units,
+                                      groups)

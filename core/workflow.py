@@ -23,6 +23,7 @@ from core.decomposition import Units, check_units, in_units
 from core.errors import CpdecompError
 from core.explainer import Explainer, Explanation, Progress, join_explanations
 from core.games.masking import MaskingPath, has_fast_path
+from core.interactions import Interactions
 from core.interop import report_frame, shap_explanations
 from core.system import ConformalSystem, fit_system, system_from_models
 from core.versions import library_versions
@@ -146,6 +147,17 @@ class Study:
                 targets=targets,
                 meta=self._meta(explanation, units),
             )
+
+    def interactions(self, alpha: float = 0.1, index: str = "SII", units: Units = "width",
+                     rows: Sequence[int] | None = None,
+                     groups: Sequence[Sequence[str]] | None = None) -> Interactions:
+        """Pairwise interaction values of the three games for all patients (or the given
+        positions): "SII" (Shapley interaction index) or "k-SII" (order 2, efficient), from the
+        exact lattice, so at most 16 features or groups. See core/interactions.py."""
+        positions = np.arange(len(self.patients)) if rows is None else np.asarray(rows, dtype=int)
+        result = self.explainer.interactions_rows(self.patient_rows[positions], alpha, index,
+                                                  units, self.player_groups(groups))
+        return replace(result, patient_ids=[self.patient_ids[i] for i in positions])
 
     def player_groups(self, groups: Sequence[Sequence[str]] | None) -> Groups | None:
         """Column indices of each player, from groups of feature names; None without groups."""

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.tables", "core.data", "core.model_files", "core.conformal", "core.models",
      "core.attribution"),
     ("core.games",),
-    ("core.system", "core.decomposition", "core.mapie"),
+    ("core.system", "core.decomposition", "core.mapie", "core.interactions"),
     ("core.explainer",),
     ("core.workflow", "core.interop"),
     ("core.output",),

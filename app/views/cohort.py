@@ -8,6 +8,7 @@ import streamlit as st
 from app import cases, charts, glossary, state, summaries, widgets
 from app.state import units_label
 from app.text import markdown_text
+from app.views import interactions
 
 st.title("Cohort")
 results = widgets.require_results()
@@ -168,3 +169,4 @@ with st.expander("Analyst's details"):
         "scale they add to the total exactly. Multiplicative families are exact in log units; "
         "in width units all three vectors are rescaled by one logarithmic-mean factor per "
         "patient.")
+interactions.render(results)
