@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from core.conformal import Family, conformal_rank
+from core.conformal import Family, Scale, conformal_rank
+from core.games.base import GameKind
 from core.games.masking import MaskedEvaluator
 from core.parallel import parallel_section
 from core.typing import Coalitions, FloatArray
@@ -23,8 +24,17 @@ BOOTSTRAP_STREAM = 3
 """Seed stream of the calibration bootstrap, apart from the split's, background's and design's."""
 
 
+CALIBRATION_GAME = GameKind("calibration", "Calibration game", "v_C", per_patient=False,
+                            uses_alpha=True)
+
+
 class CalibrationGame:
-    """Sorted masked calibration scores (n_coalitions, n) for every coalition of a design."""
+    """Sorted masked calibration scores (n_coalitions, n) for every coalition of a design.
+
+    A `Game` (core.games.base): values(alpha) is v_C on the family's scale.
+    """
+
+    kind = CALIBRATION_GAME
 
     def __init__(self, family: Family, coalitions: Coalitions, sorted_scores: FloatArray,
                  order: np.ndarray | None = None) -> None:
@@ -34,6 +44,14 @@ class CalibrationGame:
         self.order = order
         """(n_coalitions, n) calibration row of each sorted score, when kept (for bootstraps)."""
         self.n_calibration = sorted_scores.shape[1]
+
+    @property
+    def n_players(self) -> int:
+        return self.coalitions.shape[1]
+
+    @property
+    def scale(self) -> Scale:
+        return self.family.scale
 
     @classmethod
     def compute(cls, family: Family, evaluator: MaskedEvaluator, calibration_rows: FloatArray,
