@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import codecs
 import logging
-import math
 import re
 import time
 import warnings
@@ -22,6 +21,10 @@ import numpy as np
 import pandas as pd
 
 from core.errors import CpdecompError
+from core.missing import MISSING_TOKENS, entirely_missing, is_missing
+
+__all__ = ["LIMITS", "MISSING_TOKENS", "TableLimits", "is_missing", "load_table", "row_name"]
+"""The names others import (MISSING_TOKENS and is_missing live in core.missing)."""
 
 logger = logging.getLogger("cpdecomp.tables")
 
@@ -44,7 +47,6 @@ MAX_DECODED_BYTES = 256 * 2**20
 """A Parquet file's data once decoded, measured before decoding: a decompression bomb stops
 here. The same as MAX_FILE_BYTES: a Parquet file may hold no more than the CSV cap allows."""
 
-MISSING_TOKENS = ["", "?", "NA", "N/A", "n/a", "na", "NaN", "nan", "null", "NULL", "None", "-"]
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,7 @@ def _read_csv(path: Path, name: str, text_columns: Sequence[str],
     if len(table) > max_rows:
         _check_size(name, len(table), len(names), limits)
     table.columns = names
-    blank = [c for c in names if not c.strip() and table[c].isna().all()]
+    blank = [c for c in names if not c.strip() and entirely_missing(table[c])]
     table = table.drop(columns=blank)  # separators at the ends of lines: empty, unnamed
     _check_field_lengths(table, name, limits)
     return table
@@ -540,7 +542,3 @@ KIND_NAMES = {"csv": "CSV", "parquet": "Parquet"}
 def row_name(position: int) -> str:
     """A row of data counted from 1 after the header (a spreadsheet shows it one lower)."""
     return f"data row {position + 1}"
-
-
-def is_missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA

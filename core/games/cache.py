@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.atomic import atomic_write
 from core.errors import CpdecompError
 from core.versions import library_versions
 
@@ -129,17 +129,10 @@ class GameCache:
             return  # a game larger than the whole bound is kept in memory only
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.",
-                                                 suffix=".tmp")
-            try:
-                with os.fdopen(handle, "wb") as out:
-                    np.save(out, array, allow_pickle=False)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(temporary, path)
-            finally:
-                if os.path.exists(temporary):
-                    os.unlink(temporary)
+            with atomic_write(path) as temporary, open(temporary, "wb") as out:
+                np.save(out, array, allow_pickle=False)
+                out.flush()
+                os.fsync(out.fileno())
             self._touch(path)
             self.evict(keep=path)
         except OSError:
