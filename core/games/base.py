@@ -18,7 +18,10 @@ from core.typing import Coalitions, FloatArray
 
 @runtime_checkable
 class Game(Protocol):
-    """Values of one game on the coalitions it was evaluated on."""
+    """Values of one game on the coalitions it was evaluated on.
+
+    The two games subclass it for n_players and scale; anything with these members is one.
+    """
 
     family: Family
     coalitions: Coalitions
@@ -27,12 +30,12 @@ class Game(Protocol):
     @property
     def n_players(self) -> int:
         """The features (or groups of them) the coalitions are masks over."""
-        ...
+        return int(self.coalitions.shape[1])
 
     @property
     def scale(self) -> Scale:
         """The family's scale T, on which the values are given (log units or width units)."""
-        ...
+        return self.family.scale
 
     def values(self, alpha: float) -> FloatArray:
         """v(S) for every coalition: (n_coalitions,) for the calibration game,

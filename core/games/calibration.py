@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from core.conformal import Family, Scale, conformal_rank
-from core.games.base import GameKind
+from core.conformal import Family, conformal_rank
+from core.games.base import Game, GameKind
 from core.games.masking import MaskedEvaluator
 from core.parallel import parallel_section
 from core.typing import Coalitions, FloatArray
@@ -28,7 +28,7 @@ CALIBRATION_GAME = GameKind("calibration", "Calibration game", "v_C", per_patien
                             uses_alpha=True)
 
 
-class CalibrationGame:
+class CalibrationGame(Game):
     """Sorted masked calibration scores (n_coalitions, n) for every coalition of a design.
 
     A `Game` (core.games.base): values(alpha) is v_C on the family's scale.
@@ -44,14 +44,6 @@ class CalibrationGame:
         self.order = order
         """(n_coalitions, n) calibration row of each sorted score, when kept (for bootstraps)."""
         self.n_calibration = sorted_scores.shape[1]
-
-    @property
-    def n_players(self) -> int:
-        return self.coalitions.shape[1]
-
-    @property
-    def scale(self) -> Scale:
-        return self.family.scale
 
     @classmethod
     def compute(cls, family: Family, evaluator: MaskedEvaluator, calibration_rows: FloatArray,

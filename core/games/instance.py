@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.conformal import Family, Scale
-from core.games.base import GameKind
+from core.conformal import Family
+from core.games.base import Game, GameKind
 from core.games.masking import MaskedEvaluator
 from core.typing import Coalitions, FloatArray
 
@@ -23,7 +23,7 @@ def instance_values(family: Family, evaluator: MaskedEvaluator, patients: FloatA
     return np.asarray(family.instance_value(tables), dtype=float)
 
 
-class InstanceGame:
+class InstanceGame(Game):
     """v_I for a batch of patients on every coalition of a design.
 
     A `Game` (core.games.base) like the calibration game; explaining calls instance_values
@@ -44,14 +44,6 @@ class InstanceGame:
                 coalitions: Coalitions) -> InstanceGame:
         """Mask the family's instance components at every patient and coalition."""
         return cls(family, coalitions, instance_values(family, evaluator, patients, coalitions))
-
-    @property
-    def n_players(self) -> int:
-        return self.coalitions.shape[1]
-
-    @property
-    def scale(self) -> Scale:
-        return self.family.scale
 
     def values(self, alpha: float | None = None) -> FloatArray:
         """v_I(S; x) for every patient and coalition; alpha does not enter it."""
