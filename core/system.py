@@ -63,7 +63,7 @@ def quantile_crossing_warnings(fitted: FittedSystem) -> list[str]:
     that it will be refused. Linear quantile models are checked at their worst masked version
     too: with additive terms d_j = hi_j - lo_j, the smallest range over coalitions of a row is
     c + sum_j min(d_j(x), mean d_j), taking the training mean as the background's."""
-    if fitted.family.name != "cqr-r":
+    if not fitted.family.refuses_crossing:
         return []
     rows = fitted.training_rows
     lo, hi = fitted.components["lo"], fitted.components["hi"]
@@ -236,7 +236,7 @@ class ConformalSystem:
         try:
             self.family.check_components(comps, where)
         except CpdecompError as error:
-            if self.family.name == "cqr-r" and self.fitted.model == "linear":
+            if self.family.refuses_crossing and self.fitted.model == "linear":
                 raise CpdecompError(f"{error} ({LINEAR_CQR_R_NOTE})", reason=error.reason
                                     ) from None
             raise

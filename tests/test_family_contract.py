@@ -121,6 +121,20 @@ def test_the_quantile_level_matters_to_the_quantile_families_only():
         assert len(digests) == (2 if differs else 1), name
 
 
+@pytest.mark.parametrize("name", [n for n, f in FAMILIES.items() if "hi" in f.components])
+def test_a_family_refuses_crossing_quantiles_exactly_when_it_says_so(name):
+    """refuses_crossing (which decides the fit's crossing warning) matches check_components."""
+    family = FAMILIES[name]
+    rng = np.random.default_rng(6)
+    comps = components(family, rng, 5)
+    crossed = {**comps, "hi": comps["lo"] - 0.5}
+    if family.refuses_crossing:
+        with pytest.raises(CpdecompError):
+            family.check_components(crossed, "test row")
+    else:
+        family.check_components(crossed, "test row")
+
+
 def test_log_units_are_refused_for_identity_families_on_every_surface(capsys):
     """One rule (core.decomposition.check_units), asked by the command line, the explainer,
     reports and the decomposition itself."""

@@ -16,6 +16,7 @@ class AbsoluteResidual:
     instance_components: tuple[str, ...] = ()
     uses_quantile_level = False
     positive_point = False
+    refuses_crossing = False
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.abs(y - comps["f"])

@@ -35,6 +35,9 @@ class Family(Protocol):
     1 - alpha/2); the other families fit the same components at any level."""
     positive_point: bool
     """Whether the point model must predict positive values (it is fitted with a positive link)."""
+    refuses_crossing: bool
+    """Whether it is undefined where the quantile models cross (f_hi <= f_lo at a row or a
+    masked row), so a fit whose training rows show crossing is warned about."""
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         """Conformity scores s(x, y); y broadcasts against the components' last axis."""

@@ -21,6 +21,7 @@ class ConformalizedQuantile:
     instance_components: tuple[str, ...] = ("lo", "hi")
     uses_quantile_level = True
     positive_point = False
+    refuses_crossing = False
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.maximum(comps["lo"] - y, y - comps["hi"])

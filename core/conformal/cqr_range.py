@@ -16,6 +16,7 @@ class RangeScaledQuantile:
     instance_components: tuple[str, ...] = ("lo", "hi")
     uses_quantile_level = True
     positive_point = False
+    refuses_crossing = True
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         spread = comps["hi"] - comps["lo"]

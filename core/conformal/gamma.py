@@ -17,6 +17,7 @@ class GammaResidual:
     instance_components: tuple[str, ...] = ("f",)
     uses_quantile_level = False
     positive_point = True
+    refuses_crossing = False
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.abs(y - comps["f"]) / comps["f"]

@@ -16,6 +16,7 @@ class NormalizedResidual:
     instance_components: tuple[str, ...] = ("sigma",)
     uses_quantile_level = False
     positive_point = False
+    refuses_crossing = False
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.abs(y - comps["f"]) / comps["sigma"]
