@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from core.errors import CpdecompError
-from core.tables import is_missing, row_name
+from core.missing import entirely_missing, is_missing, text_cells
+from core.tables import row_name
 from core.typing import FloatArray
 
 MAX_CATEGORIES = 250
@@ -87,7 +88,7 @@ def choose_columns(
 ) -> ColumnChoice:
     """Check the named columns; features default to every other column."""
     require_column(table, target, "target")
-    if table[target].isna().all():
+    if entirely_missing(table[target]):
         raise CpdecompError(f"target {target!r} has no values", reason="target")
     if id_column is not None:
         require_column(table, id_column, "id")
@@ -121,12 +122,11 @@ def _refuse_stray_text(column: pd.Series, name: str) -> None:
     present = column.dropna()
     if present.empty or pd.to_numeric(present.head(1000), errors="coerce").notna().mean() < 0.5:
         return  # text categories: no need to convert the whole column
-    numbers = pd.to_numeric(column, errors="coerce")
-    text = (numbers.isna() & column.notna()).to_numpy()
-    if text.any() and 1 - text.sum() / len(present) >= SHARE_NUMERIC_FOR_NUMBERS:
+    text = text_cells(column)
+    if len(text) and 1 - len(text) / len(present) >= SHARE_NUMERIC_FOR_NUMBERS:
         raise CpdecompError(
             f"feature {name!r} is numeric, but it has text in "
-            f"{_cell_name(column, np.flatnonzero(text))}; fix those cells or leave them "
+            f"{_cell_name(column, text)}; fix those cells or leave them "
             "empty (missing)", reason="feature")
 
 
@@ -137,7 +137,7 @@ def target_values(table: pd.DataFrame, target: str) -> FloatArray:
         return column.astype(float).to_numpy()
     if not pd.api.types.is_numeric_dtype(column):
         numbers = pd.to_numeric(column, errors="coerce")
-        bad = np.flatnonzero((numbers.isna() & column.notna()).to_numpy())
+        bad = text_cells(column, numbers)
         if len(bad):
             raise CpdecompError(
                 f"target {target!r} must be numeric, but it has text in {_cell_name(column, bad)}; "
@@ -167,7 +167,7 @@ def require_varied_target(values: FloatArray, target: str) -> None:
 
 def require_values(table: pd.DataFrame, features: Sequence[str]) -> None:
     """Refuse a feature column that is entirely missing."""
-    empty = [name for name in features if table[name].isna().all()]
+    empty = [name for name in features if entirely_missing(table[name])]
     if empty:
         more = f" (and {len(empty) - 1} more)" if len(empty) > 1 else ""
         raise CpdecompError(f"feature {empty[0]!r}{more} is entirely missing; leave it out",
@@ -196,7 +196,7 @@ class FeatureEncoder:
         kinds = []
         for name in self.features:
             column = table[name]
-            if column.isna().all():
+            if entirely_missing(column):
                 raise CpdecompError(
                     f"feature {name!r} is entirely missing in the training rows; leave it out"
                 )
@@ -236,8 +236,7 @@ def _feature_kind(name: str, column: pd.Series) -> FeatureKind:
     if share_numeric == 1.0:
         return FeatureKind(name)  # numbers stored as text (e.g. a Parquet string column)
     if share_numeric >= SHARE_NUMERIC_FOR_NUMBERS:
-        bad = np.flatnonzero((pd.to_numeric(column, errors="coerce").isna()
-                              & column.notna()).to_numpy())
+        bad = text_cells(column)
         raise CpdecompError(
             f"feature {name!r} is numeric, but it has text in {_cell_name(column, bad)}; "
             "fix those cells or leave them empty (missing)", reason="feature")
@@ -260,7 +259,7 @@ def _encode_column(column: pd.Series, kind: FeatureKind) -> FloatArray:
         if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
             return column.to_numpy(dtype=float, na_value=np.nan)
         numbers = pd.to_numeric(column, errors="coerce")
-        bad = np.flatnonzero((numbers.isna() & column.notna()).to_numpy())
+        bad = text_cells(column, numbers)
         if len(bad):
             raise CpdecompError(
                 f"feature {kind.name!r} is numeric in the training rows, but it has text in "

@@ -23,6 +23,7 @@ import pandas as pd
 from core.attribution import Design, build_design
 from core.attribution.groups import Groups
 from core.attribution.interactions import check_index, check_interaction_players
+from core.bounded import BoundedCache
 from core.conformal import Family, conformal_rank
 from core.decomposition import (
     Decomposition,
@@ -66,6 +67,19 @@ PATIENT_GAMES_KEPT = 32
 
 Progress = Callable[[int, int], None]
 """Called with (patients done, patients in all) after each chunk."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """One configuration of per-patient work, by which its PatientGames are remembered."""
+
+    method: str
+    alpha: float
+    units: Units
+    budget: int | None
+    groups: Groups | None
+    bootstrap: int = 0
+    """Replicates of φ_C's calibration bootstrap (0: none)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,7 +201,7 @@ class Explainer:
         self.cache = shared_cache() if cache is None else cache
         self._designs: dict[tuple, Design] = {}
         self._games: dict[tuple, CalibrationGame] = {}
-        self._patient_games: dict[tuple, PatientGames] = {}
+        self._patient_games: BoundedCache[Query, PatientGames] = BoundedCache(PATIENT_GAMES_KEPT)
         self._masking_checks: dict[tuple, float] = {}
 
     @property
@@ -316,13 +330,9 @@ class Explainer:
     def _games_for(self, method: str, alpha: float, units: Units, budget: int | None,
                    groups: Groups | None, bootstrap: int = 0) -> PatientGames:
         """patient_games, remembered: a dashboard explains one patient per click."""
-        key = (method, float(alpha), units, budget, groups, bootstrap)
-        if key not in self._patient_games:
-            if len(self._patient_games) >= PATIENT_GAMES_KEPT:
-                self._patient_games.pop(next(iter(self._patient_games)))  # the oldest
-            self._patient_games[key] = self.patient_games(method, alpha, units, budget, groups,
-                                                          bootstrap)
-        return self._patient_games[key]
+        query = Query(method, float(alpha), units, budget, groups, bootstrap)
+        return self._patient_games.get_or_compute(query, lambda: self.patient_games(
+            method, alpha, units, budget, groups, bootstrap))
 
     def iter_explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
                           units: Units = "width", budget: int | None = None, jobs: int = 1,

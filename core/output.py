@@ -19,8 +19,10 @@ from typing import BinaryIO
 import numpy as np
 import pandas as pd
 
+from core.atomic import atomic_write, staged_file
 from core.errors import CpdecompError
 from core.interop import optional_parts, tidy_frame
+from core.missing import is_missing
 from core.workflow import Report, joined_meta
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
@@ -59,9 +61,7 @@ def output_format(path: str | Path, fmt: str | None = None) -> str:
 
 
 def _value_text(value: object) -> object:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if value is pd.NA:
+    if is_missing(value):
         return None
     if isinstance(value, float | np.floating):
         return repr(float(value))
@@ -69,7 +69,7 @@ def _value_text(value: object) -> object:
 
 
 def _json_number(value: object) -> object:
-    if value is None or value is pd.NA or value is pd.NaT:
+    if is_missing(value) or value is pd.NaT:
         return None
     if isinstance(value, bool | np.bool_):
         return bool(value)
@@ -140,22 +140,15 @@ def write_reports(reports: Iterable[Report], path: str | Path, fmt: str | None =
     the final name.
     """
     fmt = output_format(path, fmt)
-    to_stdout = str(path) == STDOUT
-    folder = None if to_stdout else (Path(path).parent if str(Path(path).parent) else Path("."))
-    prefix = "stdout" if to_stdout else Path(path).name
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{prefix}.", suffix=".tmp")
-    os.close(handle)
-    try:
+    if str(path) != STDOUT:
+        with atomic_write(path) as temporary:
+            return WRITERS[fmt](reports, temporary)
+    # Standard output gets the same bytes, copied once the whole file is written.
+    with staged_file(None, "stdout") as temporary:
         meta = WRITERS[fmt](reports, temporary)
-        if to_stdout:
-            sys.stdout.flush()
-            with open(temporary, "rb") as written:
-                _copy_to(written, sys.stdout.buffer)
-        else:
-            os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+        sys.stdout.flush()
+        with open(temporary, "rb") as written:
+            _copy_to(written, sys.stdout.buffer)
     return meta
 
 

@@ -63,7 +63,7 @@ def quantile_crossing_warnings(fitted: FittedSystem) -> list[str]:
     that it will be refused. Linear quantile models are checked at their worst masked version
     too: with additive terms d_j = hi_j - lo_j, the smallest range over coalitions of a row is
     c + sum_j min(d_j(x), mean d_j), taking the training mean as the background's."""
-    if fitted.family.name != "cqr-r":
+    if not fitted.family.refuses_crossing:
         return []
     rows = fitted.training_rows
     lo, hi = fitted.components["lo"], fitted.components["hi"]
@@ -167,11 +167,7 @@ class FittedSystem:
         y = np.asarray(targets, dtype=float)
         if np.isnan(y).any():
             raise CpdecompError("the calibration rows need a target value on every row")
-        if self.family.name == "gamma" and (y <= 0).any():
-            raise CpdecompError(
-                "the gamma family needs a positive target, but calibration has values <= 0; "
-                "use the absolute or normalized family"
-            )
+        self.family.check_targets(y, "calibration")
         rows = self.encode(table)
         return ConformalSystem(fitted=self, calibration_rows=rows, calibration_targets=y)
 
@@ -240,7 +236,7 @@ class ConformalSystem:
         try:
             self.family.check_components(comps, where)
         except CpdecompError as error:
-            if self.family.name == "cqr-r" and self.fitted.model == "linear":
+            if self.family.refuses_crossing and self.fitted.model == "linear":
                 raise CpdecompError(f"{error} ({LINEAR_CQR_R_NOTE})", reason=error.reason
                                     ) from None
             raise
@@ -265,21 +261,19 @@ def fit_system(table: pd.DataFrame, targets: ArrayLike, features: Sequence[str] 
         )
     if np.ptp(y) == 0:
         raise CpdecompError("the target has one value in all training rows; nothing to predict")
-    positive = chosen_family.name == "gamma"
-    if positive and (y <= 0).any():
-        raise CpdecompError(
-            "the gamma family needs a positive target, but it has values <= 0; "
-            "use the absolute or normalized family"
-        )
+    chosen_family.check_targets(y, "training")
     encoder = FeatureEncoder(features if features is not None else list(table.columns)).fit(table)
     rows = encoder.transform(table)
     point, components = fit_components(
         chosen_family.components, chosen_model, rows, y, encoder.categorical_mask, seed,
-        quantile_alpha, positive_point=positive,
+        quantile_alpha, positive_point=chosen_family.positive_point,
     )
+    # The level is part of the fit only where quantile models use it: elsewhere the same
+    # components, and so the same cached games, serve every alpha.
+    level = quantile_alpha if chosen_family.uses_quantile_level else None
     digest = content_digest(
         versions_digest(), rows, y, tuple(map(repr, encoder.kinds_)), chosen_family.name,
-        chosen_model.name, seed, quantile_alpha,
+        chosen_model.name, seed, level,
     )
     fitted = FittedSystem(chosen_family, chosen_model.name, encoder, point, components, rows,
                           seed, quantile_alpha, digest)

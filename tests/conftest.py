@@ -1,4 +1,5 @@
-"""Shared test setup: one compute thread per pytest worker.
+"""Shared test setup: one compute thread per pytest worker, and the fitted systems that
+several test files use, fitted once per session.
 
 `pytest -n 2` runs two workers on two cores; gradient boosting's OpenMP threads and numba's
 threads then oversubscribe the cores, and OpenMP's spinning turns seconds into minutes. The
@@ -11,6 +12,7 @@ import os
 import tempfile
 
 import pytest
+from diabetes_system import SYSTEM_CODE
 from threadpoolctl import threadpool_limits
 
 # Tests must not read or fill the user's cache of calibration games.
@@ -27,3 +29,13 @@ def one_thread_per_worker():
     numba.set_num_threads(1)
     with threadpool_limits(limits=1):
         yield
+
+
+@pytest.fixture(scope="session")
+def diabetes_system():
+    """(system, patients): the normalized GBM system on every diabetes feature, calibrated, and
+    the test quarter's patients; the lines of tests/diabetes_system.py, which the child-process
+    tests run too. Tests only read it (explainers are built per test)."""
+    scope: dict = {}
+    exec(SYSTEM_CODE, scope)
+    return scope["system"], scope["patients"]

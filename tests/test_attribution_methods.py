@@ -17,11 +17,7 @@ from hypothesis import strategies as st
 from core import (
     Explainer,
     StudyOptions,
-    fit_system,
-    load_table,
     prepare_study,
-    split_rows,
-    target_values,
 )
 from core.attribution import METHOD_BUDGETS, METHODS, NOT_DECOMPOSABLE, build_design
 from core.attribution.base import TermDesign
@@ -185,6 +181,7 @@ def test_shap_kernel_and_our_kernel_agree_within_their_standard_errors():
     assert np.all(np.abs(phi[0] - phi[1]) <= 4 * np.hypot(se[0], se[1]))
 
 
+@pytest.mark.slow
 def test_shap_permutation_design_equals_shap_permutation_explainer_on_the_stacked_game():
     """One shap run (it compiles numba code once): its permutations and its numbers."""
     d, n_pairs, seed = 6, 5, 4
@@ -265,13 +262,11 @@ def test_error_falls_as_one_over_root_budget():
 # --- real data --------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def diabetes_system():
-    table = load_table("sample_data/diabetes.csv")
-    y = target_values(table, "progression")
-    train, cal, test = split_rows(len(table), (0.5, 0.25, 0.25), seed=0)
-    system = fit_system(table.iloc[train], y[train], DIABETES_FEATURES, family="normalized",
-                        model="gbm")
-    return system.conformalize(table.iloc[cal], y[cal]), table.iloc[test[:20]]
+def diabetes_system(diabetes_system):
+    """The shared diabetes system (tests/conftest.py) and the first 20 test patients."""
+    system, patients = diabetes_system
+    assert system.feature_names == tuple(DIABETES_FEATURES)
+    return system, patients.iloc[:20]
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -340,6 +335,7 @@ def test_non_linear_methods_do_not_add_up_and_are_refused(diabetes_lattice, meth
         build_design(method, d)
 
 
+@pytest.mark.slow
 def test_twenty_features_explained_end_to_end_by_sampling():
     """d = 20: exact enumeration is refused; KernelSHAP and permutations split exactly."""
     rng = np.random.default_rng(20)

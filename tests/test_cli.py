@@ -540,6 +540,7 @@ def test_failed_run_writes_no_output(capsys, tmp_path) -> None:
 # ----------------------------------------------------------------------- the real script
 
 
+@pytest.mark.slow
 def test_console_script_runs_end_to_end(tmp_path) -> None:
     """The installed `cpdecomp` entry point works in a real process: exit 0, on stderr (not a
     terminal here) one progress line per chunk and then the summary line, a readable CSV."""

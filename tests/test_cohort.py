@@ -14,20 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import Explainer, fit_system, load_table, prepare_study, split_rows, target_values
+from core import Explainer, prepare_study
 from core.cli import main
 from core.games.cache import GameCache
 from core.workflow import StudyOptions
-
-
-@pytest.fixture(scope="module")
-def diabetes_system():
-    table = load_table("sample_data/diabetes.csv")
-    y = target_values(table, "progression")
-    train, cal, test = split_rows(len(table), (0.5, 0.25, 0.25), seed=0)
-    features = [c for c in table.columns if c not in ("patient_id", "progression")]
-    system = fit_system(table.iloc[train], y[train], features, family="normalized", model="gbm")
-    return system.conformalize(table.iloc[cal], y[cal]), table.iloc[test]
 
 
 def test_chunks_and_workers_give_the_same_numbers_as_one_batch(diabetes_system, tmp_path):
@@ -137,6 +127,7 @@ def test_cohort_of_thousands_with_jobs_matches_a_single_worker(tmp_path):
                                   single.explanation.decomposition.total)
 
 
+@pytest.mark.slow
 def test_dask_scheduler_runs_the_same_chunks(tmp_path):
     """--scheduler sends the patients' chunks to a Dask cluster through joblib's backend."""
     distributed = pytest.importorskip("dask.distributed")
@@ -152,6 +143,7 @@ def test_dask_scheduler_runs_the_same_chunks(tmp_path):
     assert a["patients"] == b["patients"]
 
 
+@pytest.mark.slow
 def test_unreachable_scheduler_is_one_clear_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "core.cli", "explain", "sample_data/diabetes.csv", "--target",

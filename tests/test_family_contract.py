@@ -79,6 +79,62 @@ def test_undefined_components_and_quantiles_are_refused(name):
     family.check_quantile(np.array([0.5]), "test quantile")
 
 
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_targets_are_refused_where_the_scores_are_undefined(name):
+    """The family says which targets it takes, and the fit and the calibration ask it."""
+    import pandas as pd
+
+    from core import fit_system, system_from_functions
+
+    family = FAMILIES[name]
+    family.check_targets(np.array([0.5, 3.0]), "test")  # positive targets: every family
+    rng = np.random.default_rng(4)
+    table = pd.DataFrame({"x": rng.normal(size=40)})
+    negative = table["x"] - 5.0
+    if name == "gamma":
+        with pytest.raises(CpdecompError, match="needs a positive target, but test has"):
+            family.check_targets(np.array([1.0, -2.0]), "test")
+        with pytest.raises(CpdecompError, match="but training has values <= 0"):
+            fit_system(table, negative, family=name, model="linear")
+        fitted = system_from_functions(name, {"f": lambda z: np.ones(len(z))}, table)
+        with pytest.raises(CpdecompError, match="but calibration has values <= 0"):
+            fitted.conformalize(table, negative)
+    else:
+        family.check_targets(np.array([-4.0, 0.0, 2.0]), "test")
+
+
+def test_the_quantile_level_matters_to_the_quantile_families_only():
+    """uses_quantile_level: the families whose fit reads the level are those with quantile
+    models, and the fitted system's content hash ignores the level elsewhere."""
+    import pandas as pd
+
+    from core import fit_system
+
+    for family in FAMILIES.values():
+        assert family.uses_quantile_level == bool({"lo", "hi"} & set(family.components))
+    rng = np.random.default_rng(5)
+    table = pd.DataFrame({"x": rng.normal(size=40), "z": rng.normal(size=40)})
+    y = table["x"] * 2 + rng.normal(size=40)
+    for name, differs in (("absolute", False), ("cqr", True)):
+        digests = {fit_system(table, y, family=name, model="linear", quantile_alpha=level).digest
+                   for level in (0.1, 0.2)}
+        assert len(digests) == (2 if differs else 1), name
+
+
+@pytest.mark.parametrize("name", [n for n, f in FAMILIES.items() if "hi" in f.components])
+def test_a_family_refuses_crossing_quantiles_exactly_when_it_says_so(name):
+    """refuses_crossing (which decides the fit's crossing warning) matches check_components."""
+    family = FAMILIES[name]
+    rng = np.random.default_rng(6)
+    comps = components(family, rng, 5)
+    crossed = {**comps, "hi": comps["lo"] - 0.5}
+    if family.refuses_crossing:
+        with pytest.raises(CpdecompError):
+            family.check_components(crossed, "test row")
+    else:
+        family.check_components(crossed, "test row")
+
+
 def test_log_units_are_refused_for_identity_families_on_every_surface(capsys):
     """One rule (core.decomposition.check_units), asked by the command line, the explainer,
     reports and the decomposition itself."""

@@ -33,7 +33,7 @@ from corpus.parquet_bombs import (
 
 from core import tables as core_tables
 from core.errors import CpdecompError
-from core.tables import LIMITS, TableLimits, load_table
+from core.tables import LIMITS, TableLimits, csv_reader, load_table
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--model", "linear", "--background", "8"]
@@ -98,7 +98,7 @@ def test_latin1_text_names_the_line_and_not_the_bytes(capsys, tmp_path) -> None:
 
 def test_invalid_utf8_far_into_a_file_is_found_in_a_later_chunk(tmp_path, monkeypatch) -> None:
     """The scan reads in chunks; a bad byte after several of them still gets its line."""
-    monkeypatch.setattr(core_tables, "SCAN_CHUNK_BYTES", 64)
+    monkeypatch.setattr(csv_reader, "SCAN_CHUNK_BYTES", 64)
     rows = "".join(f"{i},é{i},{i}\n" for i in range(100)).encode()
     path = tmp_path / "late.csv"
     path.write_bytes(b"x,g,y\n" + rows + b"7,\xff,1\n")
@@ -345,7 +345,7 @@ def test_a_quoted_bomb_with_separators_inside_is_refused_after_parsing(tmp_path)
 
 
 def test_a_long_field_across_scan_chunks_is_caught(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(core_tables, "SCAN_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(csv_reader, "SCAN_CHUNK_BYTES", 1000)
     path = tmp_path / "split.csv"
     path.write_bytes(b"x,y\n" + b"1,2\n" * 500 + b"3," + b"7" * 5000 + b"\n")
     with pytest.raises(CpdecompError, match="at line 502"):

@@ -1,7 +1,7 @@
 """The library's layers (architecture page), read from the imports of every module in core/.
 
 From the bottom: the shared kinds (typing, errors, coalitions, parallel, progress, versions,
-optional dependencies) →
+optional dependencies, the missing-value rule, atomic writes, bounded caches) →
 input tables and the three axes that know nothing of each other (conformal families, models,
 attribution methods) → games → system and decomposition → explainer → workflow → output → cli.
 A module imports only from its own layer or below, core imports nothing from the folders on
@@ -19,7 +19,7 @@ CORE = Path(__file__).resolve().parents[1] / "core"
 ABOVE = ("app", "experiments", "benchmarks", "sample_data", "streamlit")
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.typing", "core.errors", "core.coalitions", "core.parallel", "core.progress",
-     "core.versions", "core.optional"),
+     "core.versions", "core.optional", "core.missing", "core.atomic", "core.bounded"),
     ("core.tables", "core.data", "core.model_files", "core.conformal", "core.models",
      "core.attribution"),
     ("core.games",),

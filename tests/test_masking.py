@@ -50,6 +50,7 @@ def test_tree_tables_equal_brute_force_on_random_coalitions(model, family):
         np.testing.assert_allclose(fast[name], slow[name], rtol=0, atol=1e-12 * scale)
 
 
+@pytest.mark.slow
 def test_tree_tables_per_coalition_mode_beyond_the_lattice():
     """Above MAX_LATTICE_PLAYERS the buffers are read per coalition: same numbers."""
     table, y = mixed_table(400, MAX_LATTICE_PLAYERS + 2, seed=2)
@@ -116,7 +117,8 @@ def wide_grouped_system(n_columns: int, family: str = "normalized"):
     return system.conformalize(table.iloc[200:], y[200:]), table.iloc[200:205]
 
 
-@pytest.mark.parametrize("method", ["exact", "permutation"])
+@pytest.mark.parametrize("method", [pytest.param("exact", marks=pytest.mark.slow),
+                                    "permutation"])
 def test_seventy_columns_in_ten_groups_tables_equal_brute_force(method):
     """Bitmasks run over the groups, not the 70 columns: past 63 columns int64 masks over
     columns overflowed, and the tables silently gave other coalitions' values."""

@@ -183,7 +183,14 @@ def all_coalitions(d):
     return np.array([[(i >> j) & 1 for j in range(d)] for i in range(1 << d)], dtype=bool)
 
 
-CASES = [(m, f) for m in MODEL_TYPES for f in FAMILIES]
+def case(position: int, model_type: str, family: str):
+    """The quick run (`-m "not slow"`) takes each model type with one family, the families in
+    turn so that each is met; the rest of the cross product runs in the full suite."""
+    quick = list(FAMILIES)[position % len(FAMILIES)] == family
+    return pytest.param(model_type, family, marks=() if quick else pytest.mark.slow)
+
+
+CASES = [case(i, m, f) for i, m in enumerate(MODEL_TYPES) for f in FAMILIES]
 
 
 @pytest.mark.parametrize(("model_type", "family"), CASES)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from diabetes_system import SYSTEM_CODE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +50,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # a child process fits and explains three sessions at once
 def test_concurrent_sessions_survive_numbas_workqueue_layer() -> None:
     environment = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue", "CPDECOMP_CACHE_DIR": "",
                    "NUMBA_NUM_THREADS": "2"}

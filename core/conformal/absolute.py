@@ -14,6 +14,9 @@ class AbsoluteResidual:
     scale: Scale = "identity"
     components: tuple[str, ...] = ("f",)
     instance_components: tuple[str, ...] = ()
+    uses_quantile_level = False
+    positive_point = False
+    refuses_crossing = False
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.abs(y - comps["f"])
@@ -27,6 +30,9 @@ class AbsoluteResidual:
     def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         f = comps["f"]
         return f - q, f + q
+
+    def check_targets(self, y: FloatArray, where: str) -> None:
+        pass  # every real target has a score
 
     def check_components(self, comps: Components, where: str) -> None:
         require_finite(comps["f"], "the point prediction f", where)

@@ -30,6 +30,14 @@ class Family(Protocol):
     """Fitted components its scores and widths use, in the order they are fitted."""
     instance_components: tuple[str, ...]
     """The subset its instance summary h(x) uses (empty when the width ignores x)."""
+    uses_quantile_level: bool
+    """Whether its fit depends on the quantile level (quantile models at alpha/2 and
+    1 - alpha/2); the other families fit the same components at any level."""
+    positive_point: bool
+    """Whether the point model must predict positive values (it is fitted with a positive link)."""
+    refuses_crossing: bool
+    """Whether it is undefined where the quantile models cross (f_hi <= f_lo at a row or a
+    masked row), so a fit whose training rows show crossing is warned about."""
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         """Conformity scores s(x, y); y broadcasts against the components' last axis."""
@@ -45,6 +53,13 @@ class Family(Protocol):
 
     def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         """Lower and upper interval bounds."""
+        ...
+
+    def check_targets(self, y: FloatArray, where: str) -> None:
+        """Refuse targets on which the family is undefined (y <= 0 on gamma), naming the fix.
+
+        `where` names the rows in the message ("training", "calibration").
+        """
         ...
 
     def check_components(self, comps: Components, where: str) -> None:

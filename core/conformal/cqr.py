@@ -19,6 +19,9 @@ class ConformalizedQuantile:
     scale: Scale = "identity"
     components: tuple[str, ...] = ("lo", "hi")
     instance_components: tuple[str, ...] = ("lo", "hi")
+    uses_quantile_level = True
+    positive_point = False
+    refuses_crossing = False
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.maximum(comps["lo"] - y, y - comps["hi"])
@@ -31,6 +34,9 @@ class ConformalizedQuantile:
 
     def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         return comps["lo"] - q, comps["hi"] + q
+
+    def check_targets(self, y: FloatArray, where: str) -> None:
+        pass  # every real target has a score
 
     def check_components(self, comps: Components, where: str) -> None:
         require_finite(comps["lo"], "the lower quantile model", where)

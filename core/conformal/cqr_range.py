@@ -14,6 +14,9 @@ class RangeScaledQuantile:
     scale: Scale = "log"
     components: tuple[str, ...] = ("lo", "hi")
     instance_components: tuple[str, ...] = ("lo", "hi")
+    uses_quantile_level = True
+    positive_point = False
+    refuses_crossing = True
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         spread = comps["hi"] - comps["lo"]
@@ -28,6 +31,9 @@ class RangeScaledQuantile:
     def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         spread = comps["hi"] - comps["lo"]
         return comps["lo"] - q * spread, comps["hi"] + q * spread
+
+    def check_targets(self, y: FloatArray, where: str) -> None:
+        pass  # every real target has a score
 
     def check_components(self, comps: Components, where: str) -> None:
         require_positive(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.conformal.base import Components, Scale, require_positive
+from core.errors import CpdecompError
 from core.typing import FloatArray
 
 
@@ -14,6 +15,9 @@ class GammaResidual:
     scale: Scale = "log"
     components: tuple[str, ...] = ("f",)
     instance_components: tuple[str, ...] = ("f",)
+    uses_quantile_level = False
+    positive_point = True
+    refuses_crossing = False
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.abs(y - comps["f"]) / comps["f"]
@@ -27,6 +31,13 @@ class GammaResidual:
     def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         f = comps["f"]
         return f * (1.0 - q), f * (1.0 + q)
+
+    def check_targets(self, y: FloatArray, where: str) -> None:
+        if (np.asarray(y) <= 0).any():
+            raise CpdecompError(
+                f"the gamma family needs a positive target, but {where} has values <= 0; "
+                "use the absolute or normalized family"
+            )
 
     def check_components(self, comps: Components, where: str) -> None:
         require_positive(

@@ -14,6 +14,9 @@ class NormalizedResidual:
     scale: Scale = "log"
     components: tuple[str, ...] = ("f", "sigma")
     instance_components: tuple[str, ...] = ("sigma",)
+    uses_quantile_level = False
+    positive_point = False
+    refuses_crossing = False
 
     def scores(self, y: FloatArray, comps: Components) -> FloatArray:
         return np.abs(y - comps["f"]) / comps["sigma"]
@@ -27,6 +30,9 @@ class NormalizedResidual:
     def interval(self, q: float | FloatArray, comps: Components) -> tuple[FloatArray, FloatArray]:
         half = q * comps["sigma"]
         return comps["f"] - half, comps["f"] + half
+
+    def check_targets(self, y: FloatArray, where: str) -> None:
+        pass  # every real target has a score
 
     def check_components(self, comps: Components, where: str) -> None:
         if "f" in comps:

@@ -18,7 +18,6 @@ import functools
 import hashlib
 import os
 import re
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.atomic import atomic_write
 from core.errors import CpdecompError
 from core.versions import library_versions
 
@@ -148,17 +148,10 @@ class GameCache:
             return  # a game larger than the whole bound is kept in memory only
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.",
-                                                 suffix=".tmp")
-            try:
-                with os.fdopen(handle, "wb") as out:
-                    np.save(out, array, allow_pickle=False)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(temporary, path)
-            finally:
-                if os.path.exists(temporary):
-                    os.unlink(temporary)
+            with atomic_write(path) as temporary, open(temporary, "wb") as out:
+                np.save(out, array, allow_pickle=False)
+                out.flush()
+                os.fsync(out.fileno())
             self._touch(path)
             self.evict(keep=path)
         except OSError:

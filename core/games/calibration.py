@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from core.conformal import Family, conformal_rank
+from core.games.base import Game, GameKind
 from core.games.masking import MaskedEvaluator
 from core.parallel import parallel_section
 from core.typing import Coalitions, FloatArray
@@ -23,8 +24,17 @@ BOOTSTRAP_STREAM = 3
 """Seed stream of the calibration bootstrap, apart from the split's, background's and design's."""
 
 
-class CalibrationGame:
-    """Sorted masked calibration scores (n_coalitions, n) for every coalition of a design."""
+CALIBRATION_GAME = GameKind("calibration", "Calibration game", "v_C", per_patient=False,
+                            uses_alpha=True)
+
+
+class CalibrationGame(Game):
+    """Sorted masked calibration scores (n_coalitions, n) for every coalition of a design.
+
+    A `Game` (core.games.base): values(alpha) is v_C on the family's scale.
+    """
+
+    kind = CALIBRATION_GAME
 
     def __init__(self, family: Family, coalitions: Coalitions, sorted_scores: FloatArray,
                  order: np.ndarray | None = None) -> None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from core.conformal import Family
+from core.games.base import Game, GameKind
 from core.games.masking import MaskedEvaluator
 from core.typing import Coalitions, FloatArray
+
+INSTANCE_GAME = GameKind("instance", "Instance game", "v_I", per_patient=True, uses_alpha=False)
 
 
 def instance_values(family: Family, evaluator: MaskedEvaluator, patients: FloatArray,
@@ -18,3 +21,30 @@ def instance_values(family: Family, evaluator: MaskedEvaluator, patients: FloatA
     tables = evaluator.evaluate_by_row(coalitions, patients, family.instance_components)
     family.check_components(tables, "masked patient row")
     return np.asarray(family.instance_value(tables), dtype=float)
+
+
+class InstanceGame(Game):
+    """v_I for a batch of patients on every coalition of a design.
+
+    A `Game` (core.games.base) like the calibration game; explaining calls instance_values
+    directly per chunk, which is what `compute` keeps.
+    """
+
+    kind = INSTANCE_GAME
+
+    def __init__(self, family: Family, coalitions: Coalitions, patient_values: FloatArray
+                 ) -> None:
+        self.family = family
+        self.coalitions = np.asarray(coalitions, dtype=bool)
+        self.patient_values = patient_values
+        """(n_patients, n_coalitions) v_I on the family's scale."""
+
+    @classmethod
+    def compute(cls, family: Family, evaluator: MaskedEvaluator, patients: FloatArray,
+                coalitions: Coalitions) -> InstanceGame:
+        """Mask the family's instance components at every patient and coalition."""
+        return cls(family, coalitions, instance_values(family, evaluator, patients, coalitions))
+
+    def values(self, alpha: float | None = None) -> FloatArray:
+        """v_I(S; x) for every patient and coalition; alpha does not enter it."""
+        return self.patient_values

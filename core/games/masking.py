@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from core.bounded import BoundedCache
 from core.coalitions import MAX_PLAYERS, bits_from_coalitions, check_bit_players, column_players
 from core.errors import CpdecompError
 from core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
@@ -66,7 +67,9 @@ class MaskedEvaluator:
         """Rows passed to the models so far (hybrid and plain): the cost, counted."""
         self._empty_cache: dict[str, float] = {}
         self._tables: dict[tuple[str, bytes], TreeTables | None] = {}
-        self._bit_cache: dict[int, tuple[Coalitions, bytes, np.ndarray, int]] = {}
+        # A few designs are in use at once: their bitmasks, by the coalitions' identity.
+        self._bit_cache: BoundedCache[int, tuple[Coalitions, bytes, np.ndarray, int]] = \
+            BoundedCache(BIT_CACHE_ENTRIES)
 
     @property
     def n_columns(self) -> int:
@@ -175,17 +178,16 @@ class MaskedEvaluator:
         key is empty when the players are the columns themselves (the default tables).
         """
         key = id(coalitions)
-        if key not in self._bit_cache or self._bit_cache[key][0] is not coalitions:
+        entry = self._bit_cache.get(key)
+        if entry is None or entry[0] is not coalitions:
             player_of_column, over_players = column_players(coalitions)
             n_players = over_players.shape[1]
             check_bit_players(n_players, "tree tables")
             grouping = _grouping_key(player_of_column)
-            if len(self._bit_cache) >= BIT_CACHE_ENTRIES:  # a few designs are in use at once
-                self._bit_cache.pop(next(iter(self._bit_cache)))
             # holding the array keeps its id unique
-            self._bit_cache[key] = (coalitions, grouping, bits_from_coalitions(over_players),
-                                    n_players)
-        return self._bit_cache[key][1:]
+            entry = (coalitions, grouping, bits_from_coalitions(over_players), n_players)
+            self._bit_cache[key] = entry
+        return entry[1:]
 
     def spot_check(self, coalitions: Coalitions, rows: FloatArray, names: Sequence[str],
                    n_coalitions: int = 4, seed: int = 0) -> float:

@@ -25,6 +25,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from core.bounded import BoundedCache
 from core.coalitions import MAX_PLAYERS, bits_from_coalitions
 from core.games.tree_records import LEFT, MISSING, Condition, LeafEnsemble
 from core.parallel import parallel_section
@@ -129,7 +130,8 @@ class TreeTables:
         """Per test and answer, the (leaf, mask) of every condition that answer fails."""
         self.walks = _tree_walks(np.asarray(ensemble.trees), self.paths)
         """The trees as nodes again, for plain predictions."""
-        self._offsets: dict[int, tuple[np.ndarray, tuple[np.ndarray, ...]]] = {}
+        self._offsets: BoundedCache[int, tuple[np.ndarray, tuple[np.ndarray, ...]]] = \
+            BoundedCache(OFFSET_TABLES_KEPT)
 
     def lattice(self, rows: FloatArray) -> FloatArray:
         """(n_rows, 2^d): g_S(row) for every coalition S (bit j of the index = player j)."""
@@ -183,13 +185,13 @@ class TreeTables:
         start, new reads, old reads); parents come before their children in `order`.
         """
         key = id(bits)
-        if key not in self._offsets or self._offsets[key][0] is not bits:
-            if len(self._offsets) >= OFFSET_TABLES_KEPT:
-                self._offsets.pop(next(iter(self._offsets)))
+        entry = self._offsets.get(key)
+        if entry is None or entry[0] is not bits:
             group_start, group_k, group_global = self.groups[2], self.groups[3], self.groups[4]
             offsets = _offsets_of(bits, group_start, group_k, group_global)
-            self._offsets[key] = (bits, (offsets, *_chains(bits, offsets, self.n_players)))
-        return self._offsets[key][1]
+            entry = (bits, (offsets, *_chains(bits, offsets, self.n_players)))
+            self._offsets[key] = entry
+        return entry[1]
 
     def coalition_values(self, rows: FloatArray, coalitions: np.ndarray) -> FloatArray:
         """(n_coalitions, n_rows) masked predictions for boolean masks over the players."""

@@ -1,0 +1,37 @@
+"""Writing a file atomically: the bytes go to a temporary dot file beside it, renamed into place.
+
+Readers never see half a file, processes can share a folder, and a writer killed midway leaves
+only its temporary file (`.NAME.*.tmp`), never a partial file under the final name. The one
+home of this idea: report files (core.output) and the disk cache's games (core.games.cache).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def staged_file(folder: str | Path | None, name: str) -> Iterator[str]:
+    """The name of a new empty file `.{name}.*.tmp` in `folder` (None: the system's temporary
+    folder), removed when the block ends unless the block moved it away."""
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        yield temporary
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+@contextmanager
+def atomic_write(path: str | Path) -> Iterator[str]:
+    """The name of a temporary file to write `path`'s bytes to; renamed onto `path` when the
+    block ends without an error, removed (and `path` left as it was) when it raises."""
+    path = Path(path)
+    with staged_file(path.parent, path.name) as temporary:
+        yield temporary
+        os.replace(temporary, path)
