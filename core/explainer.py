@@ -22,6 +22,7 @@ import pandas as pd
 
 from core.attribution import Design, build_design
 from core.attribution.groups import Groups
+from core.cancel import checkpoint
 from core.conformal import Family, conformal_rank
 from core.decomposition import (
     Decomposition,
@@ -350,6 +351,7 @@ class Explainer:
             results = self._in_parallel(games, list(chunks), jobs)
         done = 0
         for decomposition, prediction, lower, upper in results:
+            checkpoint()
             done += len(prediction)
             if progress is not None:
                 progress(done, len(rows))
