@@ -82,6 +82,8 @@ WIDGET_KEYS = (*DEFAULTS, "target_column", "id_column", "patient", "queue_thresh
 """Widget values that must survive switching pages (Streamlit drops a widget's state when a
 page without that widget runs, unless the value is re-assigned each run)."""
 
+ROWS_PER_MODEL_CALL = 40_000
+"""Rows per brute-force model call in the dashboard (a Stop waits for the call under way)."""
 MAX_REPORTS = 24
 """Reports kept per fitted study; each is a few arrays of patients x features."""
 CALIBRATION_BOOTSTRAP = 200
@@ -322,6 +324,9 @@ def fitted_study(digest: str, options: StudyOptions, _dataset: Dataset) -> Study
     digest stands for its content."""
     study = prepare_study(_dataset.patients, options, train=_dataset.train,
                           calibration=_dataset.calibration, models=_dataset.models)
+    # A stop is honoured between brute-force model calls; core's default call (250,000 rows)
+    # took up to 3 s on a loaded 2-core server, past the 2 s a Stop may take.
+    study.explainer.evaluator.rows_per_call = ROWS_PER_MODEL_CALL
     return StudyHandle(study)
 
 
@@ -369,9 +374,12 @@ def compute(config: RunConfig, dataset: Dataset,
     return timings
 
 
-MAX_RUN_CELLS = 400_000_000
-"""Most (explained rows × feature combinations) one dashboard Run may cost: a few minutes on
-tree tables. The command line has no such limit."""
+MAX_RUN_CELLS = 100_000_000
+"""Most (explained rows × feature combinations) one dashboard Run may cost. Measured on 20
+features with tree tables (permutation sampling, calibration bootstrap): about 3.5 µs a cell
+on this project's 2-core machine, so about 6 minutes at the limit, where the Setup page's
+largest permutation budget (100,000 on 20 features, 2.6e8 cells) ran 764 s. The command line
+has no such limit."""
 MAX_RUN_SECONDS = 15 * 60
 """Most expected seconds of brute-force masking one Run may cost."""
 

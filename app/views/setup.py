@@ -164,10 +164,12 @@ def follow(job: state.RunJob) -> None:
 
 state.collect_run()  # a run that ended while this session was on another page
 running = state.current_job()
-if running is None and st.button("Run", key="run", type="primary",
-                                 icon=":material/play_arrow:"):
+run_slot = st.empty()  # the Run button, gone while its run computes
+if running is None and run_slot.button("Run", key="run", type="primary",
+                                       icon=":material/play_arrow:"):
     try:
         running = state.start_run(state.run_config(dataset), dataset)
+        run_slot.empty()
     except CpdecompError as error:  # over the budget, or a run of this user's still going
         st.error(markdown_text(str(error)))
 if running is not None:

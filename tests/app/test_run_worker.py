@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from app import state
@@ -138,16 +139,23 @@ def test_a_run_over_the_budget_is_refused_before_anything_is_fitted():
     state.check_run_budget(fine)  # no exception
 
 
-def test_the_size_of_the_largest_permutation_budget_is_refused():
-    # The Setup page allows budgets up to 100,000; on the bundled sample that is far past the
-    # per-run limit, and the reason names the limit, not a crash after minutes of work.
-    dataset = load_sample("diabetes")
-    options = StudyOptions(target="progression", id_column="patient_id")
-    config = state.RunConfig(dataset.digest, dataset.name, options, "permutation", 100_000,
-                             0.1)
-    size = state.run_size(dataset, config)
-    assert size.cells is not None and size.cells > state.MAX_RUN_CELLS
+def test_the_largest_permutation_budget_on_twenty_features_is_refused_before_fitting():
+    # The Setup page allows budgets up to 100,000; on 20 features that samples about a million
+    # feature combinations, far past the per-run limit: refused with the reason, from the
+    # setup alone (run_size fits nothing), not after minutes of work.
+    from app.sources import Dataset
     from core.errors import CpdecompError
 
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame(rng.normal(size=(400, 21)), columns=[f"x{i}" for i in range(21)])
+    dataset = Dataset(name="wide.csv", patients=table, digest="wide")
+    options = StudyOptions(target="x20")
+    config = state.RunConfig("wide", "wide.csv", options, "permutation", 100_000, 0.1)
+    size = state.run_size(dataset, config)
+    assert size.n_features == 20
+    assert size.cells is not None and size.cells > state.MAX_RUN_CELLS
     with pytest.raises(CpdecompError, match="limit"):
         state.check_run_budget(size)
+    # The default budget on the same table stays well inside it.
+    default = state.RunConfig("wide", "wide.csv", options, "permutation", 64, 0.1)
+    state.check_run_budget(state.run_size(dataset, default))
