@@ -26,6 +26,7 @@ st.set_page_config(page_title="cpdecomp: why is this interval wide?", page_icon=
 
 downloads.remember_session()  # downloads are served to this session's browser only
 state.init_session()
+state.start_housekeeping()  # frees what sessions that left still hold
 state.keep_widget_state()
 state.collect_run()  # a Run that ended while this session was elsewhere: its results are in
 

@@ -10,6 +10,7 @@ report to switch patient.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -584,6 +585,9 @@ def collect_run() -> RunJob | None:
 
 def remember_run(config: RunConfig, dataset: Dataset, timings: dict[str, float]) -> None:
     state = st.session_state
+    context = get_script_run_ctx()
+    if context is not None:
+        use_study(context.session_id, (config.digest, config.options))
     state["last_run"] = config
     used = [t for t in state.get("used_targets", []) if t != config.options.target]
     state["used_targets"] = [*used, config.options.target][-8:]
@@ -649,3 +653,111 @@ def review_store() -> ReviewStore:
     """The review database named by $CPDECOMP_REVIEW_DB (a file path or a postgresql:// URL,
     read on every call); one store per location, shared by the sessions."""
     return _review_store(configured_location())
+
+
+# Memory after users leave. Streamlit keeps a closed session for two minutes in case its tab
+# reconnects, but drops it from that store only when another session comes or goes, and even
+# then never frees the session's uploaded files; and fitted studies stay cached after the last
+# session that used them has gone. A housekeeping thread releases all three.
+
+HOUSEKEEPING_EVERY = 30.0
+"""Seconds between two rounds of releasing what departed sessions held."""
+_study_sessions: dict[tuple[str, StudyOptions], set[str]] = {}
+"""Fitted study (data digest, options) -> the sessions whose last run shows it."""
+_housekeeping_lock = threading.Lock()
+_housekeeper: threading.Thread | None = None
+
+
+def use_study(session_id: str, key: tuple[str, StudyOptions]) -> None:
+    """The session now shows this study's results (and no longer another's)."""
+    with _housekeeping_lock:
+        for users in _study_sessions.values():
+            users.discard(session_id)
+        _study_sessions.setdefault(key, set()).add(session_id)
+
+
+def release_departed() -> dict[str, int]:
+    """Free what sessions that left still hold: their uploads, their stored state once
+    Streamlit's reconnect window has passed, and fitted studies no live session shows; then
+    hand the freed memory back to the system. Returns counts of what was released."""
+    import gc
+
+    from streamlit import runtime
+
+    released = {"sessions": 0, "uploads": 0, "studies": 0}
+    if not runtime.exists():
+        return released
+    instance = runtime.get_instance()
+    manager = instance._session_mgr
+    storage = getattr(manager, "_session_storage", None)
+    cache = getattr(storage, "_cache", None)
+    if cache is not None and hasattr(cache, "expire"):
+        with getattr(manager, "_storage_lock", None) or contextlib.nullcontext():
+            expired = cache.expire()
+        released["sessions"] = len(expired)
+    live = {info.session.id for info in manager.list_sessions()}
+    uploads = instance.uploaded_file_mgr
+    for session_id in list(getattr(uploads, "file_storage", {})):
+        if session_id not in live:
+            uploads.remove_session_files(session_id)
+            released["uploads"] += 1
+    with _RUNS_LOCK:
+        computing = {(job.config.digest, job.config.options) for job in _RUNS.values()}
+    with _housekeeping_lock:
+        unused = []
+        for key, users in _study_sessions.items():
+            users &= live
+            if not users and key not in computing:
+                unused.append(key)
+        for key in unused:
+            del _study_sessions[key]
+    for digest, options in unused:
+        fitted_study.clear(digest, options, None)
+        released["studies"] += 1
+    if any(released.values()):
+        gc.collect()
+        _return_freed_memory()
+        logger.info("memory.released sessions=%d uploads=%d studies=%d",
+                    released["sessions"], released["uploads"], released["studies"])
+    return released
+
+
+def _return_freed_memory() -> None:
+    """Give memory that Python, numpy and Arrow freed back to the system: glibc keeps freed
+    blocks for reuse, so a server's resident size only grows otherwise."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()
+    except ImportError:
+        pass
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        pass
+
+
+def start_housekeeping() -> None:
+    """Start the housekeeping thread, once per server process."""
+    global _housekeeper
+    with _housekeeping_lock:
+        if _housekeeper is not None:
+            return
+
+        def loop() -> None:
+            while True:
+                time.sleep(HOUSEKEEPING_EVERY)
+                try:
+                    release_departed()
+                except Exception as error:  # never let housekeeping take the server down
+                    logger.error("memory.release failed with %s", type(error).__name__)
+
+        _housekeeper = threading.Thread(target=loop, name="cpdecomp-housekeeping",
+                                        daemon=True)
+        _housekeeper.start()
