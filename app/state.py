@@ -397,6 +397,8 @@ class RunSize:
     """Feature combinations the method evaluates (None when the design cannot be built)."""
     brute_force_seconds: float | None
     """Expected seconds of brute-force masking (0 on a fast path; None when unknown)."""
+    design_error: str | None = None
+    """Why the method cannot be used on these features (exact Shapley past 16, ...)."""
 
     @property
     def cells(self) -> int | None:
@@ -418,15 +420,17 @@ def run_size(dataset: Dataset, config: RunConfig) -> RunSize:
     plan = planning.masking_plan(options.model, options.family)
     background = planning.background_size(options, n_train, plan.fast)
     coalitions: int | None = None
+    design_error: str | None = None
     if n_features <= MAX_PLAYERS:
         try:
             coalitions = len(build_design(config.method, n_features, config.budget,
                                           options.seed).coalitions)
-        except CpdecompError:
-            coalitions = None
-    seconds = planning.brute_force_seconds(plan, config.method, config.budget, n_features,
-                                           n_explained, background, options.seed)
-    return RunSize(n_features, n_train, n_explained, background, coalitions, seconds)
+        except CpdecompError as error:
+            design_error = str(error)
+    seconds = (None if coalitions is None else planning.brute_force_seconds(
+        plan, config.method, config.budget, n_features, n_explained, background, options.seed))
+    return RunSize(n_features, n_train, n_explained, background, coalitions, seconds,
+                   design_error)
 
 
 def check_run_budget(size: RunSize) -> None:
@@ -435,6 +439,8 @@ def check_run_budget(size: RunSize) -> None:
         raise CpdecompError(
             f"{size.n_features} features is more than the {MAX_PLAYERS} the dashboard can "
             "explain; choose fewer features on the Data page")
+    if size.design_error is not None:  # said now, not after the models are fitted
+        raise CpdecompError(size.design_error)
     cells = size.cells
     if cells is not None and cells > MAX_RUN_CELLS:
         raise CpdecompError(

@@ -159,3 +159,20 @@ def test_the_largest_permutation_budget_on_twenty_features_is_refused_before_fit
     # The default budget on the same table stays well inside it.
     default = state.RunConfig("wide", "wide.csv", options, "permutation", 64, 0.1)
     state.check_run_budget(state.run_size(dataset, default))
+
+
+def test_exact_shapley_past_its_limit_is_refused_before_fitting():
+    from app.sources import Dataset
+    from core.attribution import MAX_EXACT_PLAYERS
+    from core.errors import CpdecompError
+
+    rng = np.random.default_rng(1)
+    n = MAX_EXACT_PLAYERS + 2
+    table = pd.DataFrame(rng.normal(size=(200, n)), columns=[f"x{i}" for i in range(n)])
+    dataset = Dataset(name="wide.csv", patients=table, digest="wide-exact")
+    config = state.RunConfig("wide-exact", "wide.csv", StudyOptions(target=f"x{n - 1}"),
+                             "exact", None, 0.1)
+    size = state.run_size(dataset, config)
+    assert size.coalitions is None and size.design_error
+    with pytest.raises(CpdecompError, match=str(MAX_EXACT_PLAYERS)):
+        state.check_run_budget(size)
