@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -508,6 +509,7 @@ class RunJob:
         self.share, self.label = share, label
 
     def _work(self) -> None:
+        _yield_to_interactive_work()
         try:
             with cancellable(self._should_stop):
                 self.timings = compute(self.config, self.dataset, self._progress)
@@ -529,6 +531,20 @@ class RunJob:
                 if _RUNS.get(self.owner) is self:
                     del _RUNS[self.owner]
             self.finished.set()
+
+
+RUN_NICENESS = 10
+"""How much lower than the sessions' own threads a Run's worker is scheduled (Linux nice)."""
+
+
+def _yield_to_interactive_work() -> None:
+    """Lower this thread's scheduling priority: a long Run should take the CPU that clicks
+    leave, not slow another user's patient switch. Linux schedules threads one by one, so this
+    thread alone is reniced; elsewhere it is left as it is."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), RUN_NICENESS)
+    except (AttributeError, OSError):  # not Linux, or not permitted
+        pass
 
 
 _RUNS_LOCK = threading.Lock()
