@@ -125,29 +125,34 @@ async def one_session(browser, url: str, index: int, switches: int,
     page = await context.new_page()
     finishes = watch_script_finishes(page)
     waited = False
+    step = "open"
     try:
         await page.goto(url)
         await expect(page.get_by_text("Current data: sample")).to_be_visible(
             timeout=STEP_TIMEOUT)
+        step = "Setup"
         await open_page(page, "Setup")
         start = time.perf_counter()
+        step = "Run"
         await page.locator(".st-key-run button").click()
         await expect(page.get_by_text("Results for")).to_be_visible(timeout=RUN_TIMEOUT)
         times.run = time.perf_counter() - start
 
+        step = "Patient"
         await open_page(page, "Patient")
         heading = page.get_by_text("Why is patient")
         await expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
         waited = True
         await together.wait()
         box = page.locator(".st-key-patient [role='combobox']")
-        for step in range(switches):
+        for switch in range(switches):
+            step = f"switch {switch}"
             await settle(page)
             before = await heading.inner_text()
             # Type-ahead through the keyboard: the option list is virtual, so a patient far
             # down is reached by arrows, not by a click on an element that may not exist yet.
             await box.click()
-            for _ in range(7 * index + step + 1 if step == 0 else 1):
+            for _ in range(7 * index + switch + 1 if switch == 0 else 1):
                 await page.keyboard.press("ArrowDown")
             start = time.perf_counter()
             await page.keyboard.press("Enter")
@@ -156,7 +161,7 @@ async def one_session(browser, url: str, index: int, switches: int,
             await settle(page)  # the script has finished: its message is in
             times.answers.append(min(t for t in finishes if t > start) - start)
     except Exception as error:  # a session that fails is reported, not hidden
-        times.error = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+        times.error = f"{step}: {type(error).__name__}: {str(error).splitlines()[0][:120]}"
         if not waited:
             await together.wait()  # the others must not wait for it forever
     finally:

@@ -13,7 +13,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from dashboard_driver import (
     STEP_TIMEOUT,
     browser_missing,
