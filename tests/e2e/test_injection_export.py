@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import numpy as np
+import pytest
 from dashboard_driver import STEP_TIMEOUT, launch, open_page, streamlit_server, upload_and_run
 
 OUTSIDE = "10.255.255.1"
@@ -27,6 +28,8 @@ IDS = ["=HYPERLINK(\"http://10.255.255.1/x\",\"ok\")", "+1+1", "-2+3", "@SUM(1)"
 LINE_ENDS = ["\r\n", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
              "\u2029"]
 STARTS = ("=", "+", "-", "@", "＝", "＋", "－", "＠", "−")
+
+pytestmark = pytest.mark.slow
 
 
 def injection_csv(path: Path) -> Path:

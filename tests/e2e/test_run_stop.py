@@ -15,6 +15,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from dashboard_driver import (
     RUN_TIMEOUT,
     STEP_TIMEOUT,
@@ -26,6 +27,8 @@ from dashboard_driver import (
 )
 
 CANCELLED = re.compile(r"run\.stopped after_stop_s=[0-9.]+ cancelled=True")
+
+pytestmark = pytest.mark.slow
 
 
 def start_slow_run(page, url: str) -> None:
