@@ -482,6 +482,8 @@ class RunJob:
         self.finished = threading.Event()
         self._stop = threading.Event()
         self._session_checked = 0.0
+        self._seen = time.monotonic()
+        self._unwatched_since: float | None = None
         self._thread = threading.Thread(target=self._work, name="cpdecomp-run", daemon=True)
 
     def start(self) -> None:
@@ -493,12 +495,27 @@ class RunJob:
             logger.info("run.stop asked=%s", why)
             self._stop.set()
 
+    def seen(self) -> None:
+        """A script run of the session looked at the job (it still wants the run)."""
+        self._seen = time.monotonic()
+        self._unwatched_since = None
+
+    def unwatched(self) -> None:
+        """The script following the job was stopped: by a click or a page switch (Streamlit
+        stops a running script for every rerun, and a new run looks at the job at once), or by
+        Streamlit's own Stop (no new run follows)."""
+        self._unwatched_since = time.monotonic()
+
     def _should_stop(self) -> bool:
-        """Asked at every checkpoint: stopped, or the session that started the run has ended
-        (looked up at most twice a second)."""
+        """Asked at every checkpoint: stopped; Streamlit's Stop (the script following the run
+        stopped and no run came after it for UNWATCHED_GRACE seconds); or the session that
+        started the run has ended (looked up at most twice a second)."""
         if self._stop.is_set():
             return True
         now = time.monotonic()
+        since = self._unwatched_since
+        if since is not None and self._seen < since and now - since > UNWATCHED_GRACE:
+            self.cancel("Streamlit's Stop")
         if self.session_id is not None and now - self._session_checked > 0.5:
             self._session_checked = now
             if not session_alive(self.session_id):
@@ -533,6 +550,8 @@ class RunJob:
             self.finished.set()
 
 
+UNWATCHED_GRACE = 3.0
+"""Seconds a run's page may go without a script run before the run counts as stopped."""
 RUN_NICENESS = 10
 """How much lower than the sessions' own threads a Run's worker is scheduled (Linux nice)."""
 
@@ -587,7 +606,10 @@ def start_run(config: RunConfig, dataset: Dataset) -> RunJob:
 
 
 def current_job() -> RunJob | None:
-    return st.session_state.get("run_job")
+    job: RunJob | None = st.session_state.get("run_job")
+    if job is not None:
+        job.seen()
+    return job
 
 
 def collect_run() -> RunJob | None:

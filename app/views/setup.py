@@ -138,9 +138,11 @@ if not plan.fast:
 def follow(job: state.RunJob) -> None:
     """Show the running job's progress until it ends, then draw the page with its outcome.
 
-    The computation runs on its own worker: a Stop click reruns this page, which stops the
-    worker; Streamlit's own Stop and a closed tab end this loop with StopException, which
-    stops it too (a closed tab also stops it from the worker's side, core.cancel).
+    The computation runs on its own worker: a click on Stop reruns this page, whose callback
+    stops the worker. Streamlit stops this loop (StopException) for every rerun, a click or a
+    page switch as well as its own Stop button: the run goes on unless no script run of the
+    session follows (Streamlit's Stop) or the session ends (a closed tab), which the worker
+    notices itself (RunJob).
     """
     with st.status("Computing…", expanded=True) as status:
         bar = st.progress(0.0, text=job.label)
@@ -150,10 +152,11 @@ def follow(job: state.RunJob) -> None:
                        "are kept.")
         try:
             while not job.finished.wait(0.25):
+                job.seen()
                 label = "Stopping…" if job.stop_asked is not None else job.label
                 bar.progress(min(max(job.share, 0.0), 1.0), text=label)
-        except StopException:  # Streamlit's Stop, or the session ending
-            job.cancel("script stopped")
+        except StopException:  # a rerun, Streamlit's Stop, or the session ending
+            job.unwatched()
             raise
         status.update(label="Done" if job.error is None and not job.cancelled else
                       "Stopped" if job.cancelled else "Could not compute",

@@ -4,7 +4,8 @@ A real server and two chromium contexts (two users). The first user chooses a co
 that masks by brute force (gbm with the gamma family: minutes of work); while it computes, the
 second user's patient switch completes (before the fix it waited behind the first user's run
 for minutes). Stop ends the work (the server's log says the run was cancelled) and the page
-says so; a second slow run whose tab is closed is cancelled too. Speed is measured in
+says so; a page switch meanwhile does not stop it; Streamlit's own Stop and closing the tab
+cancel later slow runs. Speed is measured in
 benchmarks/load.py, not asserted here.
 """
 
@@ -78,17 +79,36 @@ def test_a_slow_run_leaves_others_alone_and_stops_on_stop_or_close(tmp_path: Pat
             assert slow.locator(".st-key-stop_run button").first.is_visible()
             assert cancelled_runs(log) == 0
 
+            # Another page and back: the run goes on (Streamlit stops the following script
+            # for every rerun; only Stop, Streamlit's Stop or the session's end stop the run).
+            open_page(slow, "Cohort")
+            slow.get_by_test_id("stSidebarNav").get_by_role("link", name="Setup").click()
+            expect(slow.locator(".st-key-stop_run button").first).to_be_visible(
+                timeout=STEP_TIMEOUT)
+            assert cancelled_runs(log) == 0
+
             slow.locator(".st-key-stop_run button").first.click()
             expect(slow.get_by_text("Stopped: nothing was kept")).to_be_visible(
                 timeout=STEP_TIMEOUT)
             assert cancelled_runs(log) == 1
             assert slow.get_by_text("Results for").count() == 0  # nothing half-done shown
 
+            # Streamlit's own Stop (top right) stops the script and, with no run after it,
+            # the computation.
             start_slow_run(slow, url)
-            slow_context.close()
+            slow.get_by_test_id("stStatusWidget").get_by_role("button", name="Stop").click()
             deadline = time.monotonic() + 60
             while cancelled_runs(log) < 2 and time.monotonic() < deadline:
                 time.sleep(0.2)
-            assert cancelled_runs(log) == 2, "closing the tab did not stop its run"
+            assert cancelled_runs(log) == 2, "Streamlit's Stop did not stop the run"
+            assert "asked=Streamlit's Stop" in log.read_text()
+
+            start_slow_run(slow, url)
+            slow_context.close()
+            deadline = time.monotonic() + 60
+            while cancelled_runs(log) < 3 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert cancelled_runs(log) == 3, "closing the tab did not stop its run"
+            assert "asked=session ended" in log.read_text()
         finally:
             browser.close()
