@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -225,6 +226,8 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
     }
 
 
+PROGRESS = re.compile(r"^(Computing the calibration game|Explaining every patient \()")
+"""A run's progress label past its fit (the Setup page's caption names the game too)."""
 SLOW_FAMILY = "gamma"
 """The slow configuration: gbm with the gamma family has no fast way to remove features, so
 exact Shapley masks by brute force (minutes on the bundled sample, as Setup warns)."""
@@ -253,8 +256,6 @@ async def switch_patients(page, count: int, first_step: int) -> list[float]:
 async def start_slow_run(browser, url: str):
     """A session that chose the slow configuration and pressed Run; returns once the worker
     is past the fit, masking by brute force."""
-    import re
-
     from playwright.async_api import expect
 
     context = await browser.new_context(viewport={"width": 1400, "height": 1400})
@@ -266,15 +267,12 @@ async def start_slow_run(browser, url: str):
     await page.get_by_role("option", name=re.compile(f"^{SLOW_FAMILY}:")).click()
     await settle(page)
     await page.locator(".st-key-run button").click()
-    await expect(page.get_by_text(re.compile("calibration game|Explaining every"))).to_be_visible(
-        timeout=RUN_TIMEOUT)
+    await expect(page.get_by_text(PROGRESS)).to_be_visible(timeout=RUN_TIMEOUT)
     return context, page
 
 
 def stop_lines(log: Path) -> list[float]:
     """The server's seconds from each stop request to the end of that run's work."""
-    import re
-
     return [float(found) for found in
             re.findall(r"run\.stopped after_stop_s=([0-9.]+) cancelled=True", log.read_text())]
 

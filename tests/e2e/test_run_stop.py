@@ -27,6 +27,8 @@ from dashboard_driver import (
     streamlit_server,
 )
 
+PROGRESS = re.compile(r"^(Computing the calibration game|Explaining every patient \()")
+"""A run's progress label past its fit (the Setup page's caption names the game too)."""
 CANCELLED = re.compile(r"run\.stopped after_stop_s=[0-9.]+ cancelled=True")
 
 pytestmark = pytest.mark.slow
@@ -42,9 +44,9 @@ def start_slow_run(page, url: str) -> None:
     page.get_by_role("option", name=re.compile("^gamma:")).click()
     settle(page)
     page.locator(".st-key-run button").click()
-    expect(page.get_by_text(re.compile("calibration game|Explaining every"))).to_be_visible(
-        timeout=RUN_TIMEOUT)
-    expect(page.locator(".st-key-run button")).to_have_count(0)  # no second Run meanwhile
+    expect(page.get_by_text(PROGRESS)).to_be_visible(timeout=RUN_TIMEOUT)
+    # The progress label (not the page's caption, which also names the calibration game).
+    expect(page.locator(".st-key-run button")).to_have_count(0, timeout=STEP_TIMEOUT)
 
 
 def cancelled_runs(log: Path) -> int:
