@@ -12,7 +12,7 @@ import traceback
 import streamlit as st
 from streamlit.logger import get_logger
 
-from app import state
+from app import downloads, state
 from app.text import markdown_text
 from core.errors import CpdecompError
 
@@ -24,8 +24,11 @@ logger = logging.getLogger("cpdecomp.app")
 st.set_page_config(page_title="cpdecomp: why is this interval wide?", page_icon="📏",
                    layout="wide")
 
+downloads.remember_session()  # downloads are served to this session's browser only
 state.init_session()
+state.start_housekeeping()  # frees what sessions that left still hold
 state.keep_widget_state()
+state.collect_run()  # a Run that ended while this session was elsewhere: its results are in
 
 PAGES = [
     st.Page("views/data.py", title="Data", icon=":material/table:", default=True),
@@ -41,6 +44,8 @@ with st.sidebar:
     dataset = state.current_dataset()
     if dataset is not None:
         st.caption(f"Data: {markdown_text(dataset.name)}")
+    if state.current_job() is not None:
+        st.caption("A computation is running: Setup shows its progress and a Stop button.")
     run = st.session_state.get("last_run")
     if run is not None:
         st.caption(
@@ -62,3 +67,7 @@ except Exception as error:  # a bug: keep the app usable and the log free of pat
                  "".join(traceback.format_tb(error.__traceback__)))
     st.error(f"Unexpected error ({type(error).__name__}); the previous results are kept. "
              "Please report it.")
+finally:
+    # Also after st.stop and st.rerun: the downloads this run drew stay fetchable by this
+    # session (and only by it) while the next run redraws them.
+    downloads.after_run()

@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -46,6 +47,8 @@ from dashboard_driver import (  # noqa: E402  (the tests folder is not a package
 )
 
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "load.md"
+MEMORY_WAITS = [10.0, 60.0, 180.0]
+"""Seconds after the tab closed at which the server's memory is read."""
 RUN_TIMEOUT = 600_000  # ms: eight sessions fitting at once on two cores take a while
 
 
@@ -123,29 +126,34 @@ async def one_session(browser, url: str, index: int, switches: int,
     page = await context.new_page()
     finishes = watch_script_finishes(page)
     waited = False
+    step = "open"
     try:
         await page.goto(url)
         await expect(page.get_by_text("Current data: sample")).to_be_visible(
             timeout=STEP_TIMEOUT)
+        step = "Setup"
         await open_page(page, "Setup")
         start = time.perf_counter()
+        step = "Run"
         await page.locator(".st-key-run button").click()
         await expect(page.get_by_text("Results for")).to_be_visible(timeout=RUN_TIMEOUT)
         times.run = time.perf_counter() - start
 
+        step = "Patient"
         await open_page(page, "Patient")
         heading = page.get_by_text("Why is patient")
         await expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
         waited = True
         await together.wait()
         box = page.locator(".st-key-patient [role='combobox']")
-        for step in range(switches):
+        for switch in range(switches):
+            step = f"switch {switch}"
             await settle(page)
             before = await heading.inner_text()
             # Type-ahead through the keyboard: the option list is virtual, so a patient far
             # down is reached by arrows, not by a click on an element that may not exist yet.
             await box.click()
-            for _ in range(7 * index + step + 1 if step == 0 else 1):
+            for _ in range(7 * index + switch + 1 if switch == 0 else 1):
                 await page.keyboard.press("ArrowDown")
             start = time.perf_counter()
             await page.keyboard.press("Enter")
@@ -154,7 +162,7 @@ async def one_session(browser, url: str, index: int, switches: int,
             await settle(page)  # the script has finished: its message is in
             times.answers.append(min(t for t in finishes if t > start) - start)
     except Exception as error:  # a session that fails is reported, not hidden
-        times.error = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+        times.error = f"{step}: {type(error).__name__}: {str(error).splitlines()[0][:120]}"
         if not waited:
             await together.wait()  # the others must not wait for it forever
     finally:
@@ -206,7 +214,8 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
     return {
         "N": str(sessions), "wall (s)": f"{wall:.1f}",
         "switches": str(len(switch_times)),
-        "switch p50 (ms)": fmt(ms, 50), "p90": fmt(ms, 90), "p99": fmt(ms, 99),
+        "switch p50 (ms)": fmt(ms, 50), "p90": fmt(ms, 90), "p95": fmt(ms, 95),
+        "p99": fmt(ms, 99),
         "max": fmt(ms, 100),
         "server answered p50 / p90 (ms)": f"{fmt(answers, 50)} / {fmt(answers, 90)}",
         "Run p50 / max (s)": (f"{statistics.median(runs):.1f} / {max(runs):.1f}"
@@ -217,6 +226,189 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
     }
 
 
+PROGRESS = re.compile(r"^(Computing the calibration game|Explaining every patient \()")
+"""A run's progress label past its fit (the Setup page's caption names the game too)."""
+SLOW_FAMILY = "gamma"
+"""The slow configuration: gbm with the gamma family has no fast way to remove features, so
+exact Shapley masks by brute force (minutes on the bundled sample, as Setup warns)."""
+
+
+async def switch_patients(page, count: int, first_step: int) -> list[float]:
+    """`count` patient switches on the Patient page: choosing one → its heading on screen."""
+    from playwright.async_api import expect
+
+    heading = page.get_by_text("Why is patient")
+    box = page.locator(".st-key-patient [role='combobox']")
+    times = []
+    for step in range(count):
+        await settle(page)
+        before = await heading.inner_text()
+        await box.click()
+        for _ in range(first_step if step == 0 else 1):
+            await page.keyboard.press("ArrowDown")
+        start = time.perf_counter()
+        await page.keyboard.press("Enter")
+        await expect(heading).not_to_have_text(before, timeout=RUN_TIMEOUT)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+async def start_slow_run(browser, url: str):
+    """A session that chose the slow configuration and pressed Run; returns once the worker
+    is past the fit, masking by brute force."""
+    from playwright.async_api import expect
+
+    context = await browser.new_context(viewport={"width": 1400, "height": 1400})
+    page = await context.new_page()
+    await page.goto(url)
+    await expect(page.get_by_text("Current data: sample")).to_be_visible(timeout=STEP_TIMEOUT)
+    await open_page(page, "Setup")
+    await page.locator(".st-key-cp_family [role='combobox']").click()
+    await page.get_by_role("option", name=re.compile(f"^{SLOW_FAMILY}:")).click()
+    await settle(page)
+    await page.locator(".st-key-run button").click()
+    await expect(page.get_by_text(PROGRESS)).to_be_visible(timeout=RUN_TIMEOUT)
+    return context, page
+
+
+def stop_lines(log: Path) -> list[float]:
+    """The server's seconds from each stop request to the end of that run's work."""
+    return [float(found) for found in
+            re.findall(r"run\.stopped after_stop_s=([0-9.]+) cancelled=True", log.read_text())]
+
+
+async def contention(url: str, log: Path, switches: int) -> dict[str, str]:
+    """A second user's patient switches while the first runs the slow configuration, against
+    the same switches with nobody computing; then the first user's Stop, and a slow run whose
+    tab is closed."""
+    from playwright.async_api import async_playwright, expect
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            second = await browser.new_context(viewport={"width": 1400, "height": 1400})
+            page = await second.new_page()
+            await page.goto(url)
+            await expect(page.get_by_text("Current data: sample")).to_be_visible(
+                timeout=STEP_TIMEOUT)
+            await open_page(page, "Setup")
+            await page.locator(".st-key-run button").click()
+            await expect(page.get_by_text("Results for")).to_be_visible(timeout=RUN_TIMEOUT)
+            await open_page(page, "Patient")
+            alone = await switch_patients(page, switches, 3)
+
+            _, slow = await start_slow_run(browser, url)
+            during = await switch_patients(page, switches, 1)
+            still_running = await slow.locator(".st-key-stop_run button").first.is_visible()
+            stopped_before = len(stop_lines(log))
+            start = time.perf_counter()
+            await slow.locator(".st-key-stop_run button").first.click()
+            await expect(slow.get_by_text("Stopped: nothing was kept")).to_be_visible(
+                timeout=RUN_TIMEOUT)
+            stop_on_screen = time.perf_counter() - start
+            while len(stop_lines(log)) == stopped_before:
+                await asyncio.sleep(0.05)
+            stop_server = stop_lines(log)[-1]
+
+            closing, _ = await start_slow_run(browser, url)
+            stopped_before = len(stop_lines(log))
+            start = time.perf_counter()
+            await closing.close()
+            while len(stop_lines(log)) == stopped_before and time.perf_counter() - start < 120:
+                await asyncio.sleep(0.05)
+            closed = (f"{time.perf_counter() - start:.2f}"
+                      if len(stop_lines(log)) > stopped_before else "not stopped in 120 s")
+        finally:
+            await browser.close()
+    ms_alone, ms_during = [1000 * t for t in alone], [1000 * t for t in during]
+    return {
+        "switches alone / during": f"{len(alone)} / {len(during)}",
+        "switch p50 alone (ms)": f"{percentile(ms_alone, 50):,.0f}",
+        "switch p50 / max during the slow run (ms)":
+            f"{percentile(ms_during, 50):,.0f} / {max(ms_during):,.0f}",
+        "slow run still computing after": "yes" if still_running else "no",
+        "Stop → stopped on screen (s)": f"{stop_on_screen:.2f}",
+        "Stop → work ended, server (s)": f"{stop_server:.2f}",
+        "tab closed → work ended (s)": closed,
+    }
+
+
+def measure_contention(switches: int, folder: Path) -> dict[str, str]:
+    environment = {**os.environ,
+                   "CPDECOMP_REVIEW_DB": str(folder / "reviews-contention.sqlite3"),
+                   "CPDECOMP_CACHE_DIR": str(folder / "cache-contention")}
+    log = folder / "server-contention.log"
+    with streamlit_server(environment, log) as (url, _):
+        return asyncio.run(contention(url, log, switches))
+
+
+def upload_tables(folder: Path, count: int, rows: int) -> list[Path]:
+    """`count` different CSV tables of `rows` patients × 16 numeric features and a target."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for index in range(count):
+        values = rng.normal(size=(rows, 17)).round(6)
+        path = folder / f"upload-{index:02d}.csv"
+        header = ",".join([*(f"x{j}" for j in range(16)), "outcome"])
+        np.savetxt(path, values, delimiter=",", header=header, comments="", fmt="%.6f")
+        paths.append(path)
+    return paths
+
+
+async def memory_after_leaving(url: str, pid: int, tables: list[Path],
+                               waits: list[float]) -> dict[str, str]:
+    """One session uploads every table in turn, then closes; the server's resident set before,
+    after the uploads, and `waits` seconds after the tab closed."""
+    from playwright.async_api import async_playwright, expect
+
+    def mib() -> str:
+        return f"{memory_kib(pid, 'VmRSS') / 1024:,.0f}"
+
+    figures = {"tables": f"{len(tables)} × {tables[0].stat().st_size / 2**20:.0f} MiB",
+               "RSS before (MiB)": mib()}
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = await browser.new_context(viewport={"width": 1400, "height": 1400})
+            page = await context.new_page()
+            await page.goto(url)
+            await expect(page.get_by_text("Current data: sample")).to_be_visible(
+                timeout=STEP_TIMEOUT)
+            await page.locator(".st-key-data_source").get_by_text("Upload one table").click()
+            await settle(page)
+            for table in tables:
+                await page.locator(".st-key-upload input[type='file']").set_input_files(
+                    str(table))
+                await expect(page.get_by_text(f"Current data: {table.name}")).to_be_visible(
+                    timeout=RUN_TIMEOUT)
+            await settle(page)
+            figures["RSS after the uploads (MiB)"] = mib()
+            await context.close()
+            closed = time.perf_counter()
+            for wait in waits:
+                await asyncio.sleep(max(0.0, closed + wait - time.perf_counter()))
+                figures[f"{wait:.0f} s after closing (MiB)"] = mib()
+        finally:
+            await browser.close()
+    return figures
+
+
+def measure_memory(folder: Path, count: int, rows: int, waits: list[float]) -> dict[str, str]:
+    environment = {**os.environ,
+                   "CPDECOMP_REVIEW_DB": str(folder / "reviews-memory.sqlite3"),
+                   "CPDECOMP_CACHE_DIR": str(folder / "cache-memory")}
+    tables = upload_tables(folder, count, rows)
+    with streamlit_server(environment, folder / "server-memory.log") as (url, server):
+        time.sleep(1.0)
+        figures = asyncio.run(memory_after_leaving(url, server.pid, tables, waits))
+        figures["peak (MiB)"] = f"{memory_kib(server.pid, 'VmHWM') / 1024:,.0f}"
+    for table in tables:
+        table.unlink()
+    return figures
+
+
 def markdown(rows: list[dict[str, str]]) -> list[str]:
     header = list(rows[0])
     return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header),
@@ -225,9 +417,15 @@ def markdown(rows: list[dict[str, str]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--sessions", type=int, nargs="*", default=[1, 4, 8])
     parser.add_argument("--switches", type=int, default=10,
                         help="patient switches per session (default 10)")
+    parser.add_argument("--contention-switches", type=int, default=10,
+                        help="the second user's switches, alone and during the slow run "
+                             "(0: no contention row)")
+    parser.add_argument("--uploads", type=int, default=20,
+                        help="tables one session uploads before leaving (0: no memory row)")
+    parser.add_argument("--upload-rows", type=int, default=150_000)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     reason = browser_missing()
@@ -242,6 +440,15 @@ def main(argv: list[str] | None = None) -> int:
     for sessions in args.sessions:
         rows.append(measure(sessions, args.switches, folder))
         print(" | ".join(f"{k} {v}" for k, v in rows[-1].items()), file=sys.stderr)
+    contended = []
+    if args.contention_switches:
+        contended.append(measure_contention(args.contention_switches, folder))
+        print(" | ".join(f"{k} {v}" for k, v in contended[-1].items()), file=sys.stderr)
+    memory = []
+    if args.uploads:
+        memory.append(measure_memory(folder, args.uploads, args.upload_rows,
+                                     MEMORY_WAITS))
+        print(" | ".join(f"{k} {v}" for k, v in memory[-1].items()), file=sys.stderr)
     minutes = (time.perf_counter() - started) / 60
     load_after = os.getloadavg()
 
@@ -268,9 +475,39 @@ def main(argv: list[str] | None = None) -> int:
         "Playwright's driver, over the row. On a real deployment the browsers run on the "
         "clinicians' computers; here they take their share of the same two cores.",
         "",
-        *markdown(rows),
+        *(markdown(rows) if rows else []),
         "",
     ]
+    if contended:
+        lines += [
+            "## One user's slow Run, another user's patient switches, and Stop",
+            "",
+            "A fresh server. The second user runs the default setup and switches patient "
+            f"{args.contention_switches} times with nobody else computing (alone); the first "
+            f"user then chooses the {SLOW_FAMILY} family (brute-force masking, minutes of work) "
+            "and presses Run, and once that run is past its fit the second user switches "
+            f"{args.contention_switches} times more (during). The first user then presses Stop: "
+            "Stop → the page says it stopped, and the server's own figure from the stop request "
+            "to the end of the work (its log's `run.stopped after_stop_s`). Last, a third "
+            "session starts the same slow run and its tab is closed: closed → the server's log "
+            "line that the work ended.",
+            "",
+            *markdown(contended),
+            "",
+        ]
+    if memory:
+        lines += [
+            "## Memory after a user leaves",
+            "",
+            f"A fresh server. One session uploads {args.uploads} different tables in turn "
+            f"({args.upload_rows:,} patients × 16 features each) on the Data page, then its tab "
+            "is closed. The server's resident set (VmRSS) before, after the uploads, and at "
+            "times after the tab closed (Streamlit keeps a closed session for 2 minutes in "
+            "case it reconnects).",
+            "",
+            *markdown(memory),
+            "",
+        ]
     text = "\n".join(lines)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

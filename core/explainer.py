@@ -24,6 +24,7 @@ from core.attribution import Design, build_design
 from core.attribution.groups import Groups
 from core.attribution.interactions import check_index, check_interaction_players
 from core.bounded import BoundedCache
+from core.cancel import checkpoint
 from core.conformal import Family, conformal_rank
 from core.decomposition import (
     Decomposition,
@@ -362,6 +363,7 @@ class Explainer:
             results = self._in_parallel(games, list(chunks), jobs)
         done = 0
         for decomposition, prediction, lower, upper in results:
+            checkpoint()
             done += len(prediction)
             if progress is not None:
                 progress(done, len(rows))

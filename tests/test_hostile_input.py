@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cli_helpers import assert_bad_input, run_ok
+from corpus.hostile_files import HOSTILE, SECRET_CELLS
 from corpus.parquet_bombs import (
     BINARY_TYPES,
     TEXT_TYPES,
@@ -62,6 +63,20 @@ def refused(capsys, tmp_path: Path, path: Path, *extra: object) -> str:
 
 
 # ------------------------------------------------------------------------ not a text table
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), HOSTILE,
+                         ids=[name for name, _, _ in HOSTILE])
+def test_the_shared_corpus_is_refused_with_its_reason(capsys, tmp_path, name, content,
+                                                      expected) -> None:
+    """The files the Data page is run over (tests/app/test_hostile_upload.py), through the
+    command line: exit 2, one line with the same reason, no cell quoted."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    message = assert_bad_input(capsys, "explain", path, "--target", "outcome", *FAST,
+                               "--out", tmp_path / "o.csv")
+    assert expected in message, message
+    assert not any(cell in message for cell in SECRET_CELLS), message
 
 
 @pytest.mark.parametrize(("content", "expected"), [

@@ -5,7 +5,9 @@ with a self-signed certificate; chromium then runs the bundled sample through it
 the WebSocket upgrade and Streamlit's origin check to pass. The metrics endpoint is refused,
 plain HTTP redirects to HTTPS, an upload larger than the cap gets 413 from nginx before any
 byte reaches the dashboard, and chromium refuses to show the proxied dashboard in a frame of
-another page (clickjacking), which it does show when framed straight from Streamlit.
+another page (clickjacking), which it does show when framed straight from Streamlit. A
+download works through the proxy for the session that made it; its URL without the session's
+cookie is refused by nginx itself, and no /media URL reaches the access log.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ import pytest
 from ci_policy import unavailable
 from dashboard_driver import (
     ROOT,
+    STEP_TIMEOUT,
     browser_missing,
     free_port,
     launch,
+    open_page,
     run_sample,
     streamlit_server,
 )
@@ -74,7 +78,7 @@ def nginx_config(folder: Path, site: str) -> str:
                      for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
     return (f"{user}daemon off;\nworker_processes 1;\npid {folder / 'nginx.pid'};\n"
             f"error_log {folder / 'error.log'} warn;\nevents {{ worker_connections 256; }}\n"
-            f"http {{\n    access_log off;\n{temp}\n{site}\n}}\n")
+            f"http {{\n    access_log {folder / 'access.log'};\n{temp}\n{site}\n}}\n")
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +103,7 @@ def request(port: int, method: str, path: str, tls: bool = True,
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     connection.request(method, path, headers=headers or {})
     response = connection.getresponse()
-    response.read()
+    response.body = response.read()  # type: ignore[attr-defined]
     connection.close()
     return response
 
@@ -174,11 +178,25 @@ def test_dashboard_through_the_documented_nginx_site(tools, tmp_path):
                               headers={"Content-Length": str(too_big)})
             assert refused.status == 413
 
+            media = "/media/"
             with sync_playwright() as playwright:
                 browser = launch(playwright)
                 try:
                     context = browser.new_context(ignore_https_errors=True)
-                    run_sample(context.new_page(), f"https://127.0.0.1:{https_port}")
+                    page = context.new_page()
+                    run_sample(page, f"https://127.0.0.1:{https_port}")
+                    open_page(page, "Review queue")
+                    with page.expect_download(timeout=STEP_TIMEOUT) as started:
+                        page.locator(".st-key-download_queue_csv button").click()
+                    media = "/media/" + started.value.url.split("/media/", 1)[1]
+                    assert Path(started.value.path()).read_bytes().startswith(b"\xef\xbb\xbf")
+                    # No cookie: nginx answers (its own page), the dashboard never sees it.
+                    bare = request(https_port, "GET", media)
+                    assert bare.status == 404 and b"nginx" in bare.body
+                    # Another browser's cookie gets through nginx, and the dashboard refuses.
+                    forged = request(https_port, "GET", media, headers={
+                        "Cookie": "_streamlit_xsrf=2|00000000|0000|1"})
+                    assert forged.status == 404 and b"nginx" not in forged.body
                     assert framed(context, f"https://127.0.0.1:{https_port}/") is False
                     # Streamlit alone lets itself be framed: only the proxy forbids it.
                     assert framed(context, f"{dashboard}/") is True
@@ -187,3 +205,6 @@ def test_dashboard_through_the_documented_nginx_site(tools, tmp_path):
         finally:
             proxy.terminate()
             proxy.wait(timeout=10)
+        logged = (tmp_path / "access.log").read_text()
+        assert "/_stcore/health" in logged  # the log is written...
+        assert media not in logged and " /media/" not in logged  # ...without downloads

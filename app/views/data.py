@@ -135,6 +135,12 @@ else:
         st.info("Give all three files: training rows fit the models, calibration rows set the "
                 "conformal quantile, and every patients row is explained.")
 
+# Only the files the uploaders above hold stay in memory: a replaced upload, or one under
+# another source, is parsed already or no longer wanted.
+state.drop_superseded_uploads([st.session_state.get(key) for key in (
+    "upload", "model_table", *(f"model_{c}" for c in sources.MODEL_COMPONENTS),
+    *(f"upload_{role}" for role in sources.ROLES))])
+
 dataset = state.current_dataset()
 if dataset is None:
     st.stop()

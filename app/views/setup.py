@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-
-import numpy as np
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from app import planning, state
 from app.text import markdown_text
 from core import FAMILIES, MODELS, target_values
 from core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
 from core.errors import CpdecompError
-
-logger = logging.getLogger("cpdecomp.app.setup")  # a page runs as __main__
 
 st.title("Setup")
 dataset = state.current_dataset()
@@ -94,15 +90,11 @@ with right:
     auto = st.checkbox("Choose the background size automatically", key="background_auto",
                        help="Up to 1,000 training rows for tree models and linear models, "
                             "where this is cheap; 64 where every row costs model runs.")
-    options = state.run_config(dataset).options
+    config = state.run_config(dataset)
+    options = config.options
     plan = planning.masking_plan(options.model, options.family)
-    labelled = int((~np.isnan(target_array)).sum())
-    if dataset.calibration is not None:  # separate files: no split
-        n_train, n_explained = labelled, len(dataset.calibration) + len(dataset.patients)
-    else:
-        n_train, n_calibration, n_held_out = planning.split_sizes(labelled, options)
-        n_explained = n_calibration + n_held_out + (len(target_array) - labelled)
-    used_background = planning.background_size(options, n_train, plan.fast)
+    size = state.run_size(dataset, config)
+    n_train, n_explained, used_background = size.n_train, size.n_explained, size.background
     if auto:
         # The size the run will use, not the manual setting (core caps it at the training rows).
         # Set each run: a keyed widget would keep its first value when the size changes.
@@ -131,9 +123,7 @@ st.caption(f"{note}, on the same coalitions for the calibration game (once) and 
            "fitted models and the calibration game (the CQR families refit their quantile "
            "models for a new α).")
 if not plan.fast:
-    seconds = planning.brute_force_seconds(
-        plan, method, int(st.session_state["budget"]) if budget else None, n_features,
-        n_explained, used_background, options.seed)
+    seconds = size.brute_force_seconds
     expected = ("" if seconds is None else
                 f" Expected time on this machine: {planning.rounded_seconds(seconds)} "
                 f"({n_explained:,} rows × {used_background} background rows per feature "
@@ -144,31 +134,56 @@ if not plan.fast:
         f"(brute force).{expected} A smaller background, a sampling method or another "
         "family is faster."))
 
-if st.button("Run", key="run", type="primary", icon=":material/play_arrow:"):
-    config = state.run_config(dataset)
-    failure: str | None = None
+
+def follow(job: state.RunJob) -> None:
+    """Show the running job's progress until it ends, then draw the page with its outcome.
+
+    The computation runs on its own worker: a click on Stop reruns this page, whose callback
+    stops the worker. Streamlit stops this loop (StopException) for every rerun, a click or a
+    page switch as well as its own Stop button: the run goes on unless no script run of the
+    session follows (Streamlit's Stop) or the session ends (a closed tab), which the worker
+    notices itself (RunJob).
+    """
     with st.status("Computing…", expanded=True) as status:
-        bar = st.progress(0.0, text="Starting")
-
-        def on_progress(share: float, label: str) -> None:
-            bar.progress(min(max(share, 0.0), 1.0), text=label)
-
+        bar = st.progress(0.0, text=job.label)
+        st.button("Stop", key="stop_run", icon=":material/stop:",
+                  on_click=lambda: job.cancel("Stop pressed"),
+                  help="Stops the computation within a second or two; the previous results "
+                       "are kept.")
         try:
-            timings = state.compute(config, dataset, on_progress)
-        except CpdecompError as error:
-            failure = str(error)
-        except Exception as error:  # a bug, not bad input: keep the app usable
-            # Only the type is logged: messages from libraries can quote uploaded cell values.
-            logger.error("computing failed with %s", type(error).__name__)
-            failure = (f"Unexpected error ({type(error).__name__}); the previous results are "
-                       "kept. Please report it.")
-        if failure is not None:
-            status.update(label="Could not compute", state="error", expanded=False)
-    if failure is not None:
-        st.error(markdown_text(failure))
-    else:
-        state.remember_run(config, dataset, timings)
-        st.rerun()  # draw the page (and the sidebar, drawn before it) with the new results
+            while not job.finished.wait(0.25):
+                job.seen()
+                label = "Stopping…" if job.stop_asked is not None else job.label
+                bar.progress(min(max(job.share, 0.0), 1.0), text=label)
+        except StopException:  # a rerun, Streamlit's Stop, or the session ending
+            job.unwatched()
+            raise
+        status.update(label="Done" if job.error is None and not job.cancelled else
+                      "Stopped" if job.cancelled else "Could not compute",
+                      state="complete" if job.error is None else "error", expanded=False)
+    state.collect_run()
+    st.rerun()  # draw the page (and the sidebar, drawn before it) with the outcome
+
+
+state.collect_run()  # a run that ended while this session was on another page
+running = state.current_job()
+run_slot = st.empty()  # the Run button, gone while its run computes
+if running is None and run_slot.button("Run", key="run", type="primary",
+                                       icon=":material/play_arrow:"):
+    try:
+        running = state.start_run(state.run_config(dataset), dataset)
+        run_slot.empty()
+    except CpdecompError as error:  # over the budget, or a run of this user's still going
+        st.error(markdown_text(str(error)))
+if running is not None:
+    follow(running)
+
+outcome = st.session_state.pop("run_outcome", None)
+if outcome is not None and outcome[0] == "error":
+    st.error(markdown_text(str(outcome[1])))
+elif outcome is not None and outcome[0] == "stopped":
+    st.info("Stopped: nothing was kept from that run; the previous results, if any, are shown "
+            "below.")
 
 run = st.session_state.get("last_run")
 if run is not None:

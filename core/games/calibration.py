@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from core.cancel import checkpoint
 from core.conformal import Family, conformal_rank
 from core.games.base import Game, GameKind
 from core.games.masking import MaskedEvaluator
@@ -61,6 +62,7 @@ class CalibrationGame(Game):
         by_coalition = np.empty((len(coalitions), len(rows)))
         step = max(1, CELLS_PER_CHUNK // max(len(coalitions), 1))
         for start in range(0, len(rows), step):
+            checkpoint()
             stop = start + step
             tables = evaluator.evaluate_by_row(coalitions, rows[start:stop], family.components)
             family.check_components(tables, "masked calibration row")

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from core.bounded import BoundedCache
+from core.cancel import checkpoint
 from core.coalitions import MAX_PLAYERS, bits_from_coalitions, check_bit_players, column_players
 from core.errors import CpdecompError
 from core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
@@ -253,6 +254,7 @@ class MaskedEvaluator:
         pair_coalition = np.repeat(todo, n_rows)
         pair_row = np.tile(np.arange(n_rows), todo.size)
         for start in range(0, pair_coalition.size, pairs_per_call):
+            checkpoint()  # brute force is the slow path: a caller may stop between model calls
             c = pair_coalition[start:start + pairs_per_call]
             r = pair_row[start:start + pairs_per_call]
             keep = coalitions[c][:, None, :]

@@ -1,0 +1,178 @@
+"""Runs off the session's lock: readers never wait behind a computation, a second session asking
+for the same report waits for that run's result, a stop ends the work at the next chunk and
+leaves the caches as good as before, and a run over the per-run budget is refused before any
+fit.
+
+The computations are held at a checkpoint by an event (no sleeps, no timing): what a test
+checks is what can happen *while* another computation is provably in progress.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app import state
+from app.sources import load_sample
+from core import StudyOptions, prepare_study
+from core.cancel import Cancelled, cancellable
+from core.coalitions import MAX_PLAYERS
+
+KEY = ("exact", 0.1, "width", None)
+# linear + gamma masks by brute force: the slow path, with checkpoints between model calls.
+OPTIONS = StudyOptions(target="progression", id_column="patient_id", model="linear",
+                       family="gamma", background=8)
+
+
+@pytest.fixture(scope="module")
+def handle() -> state.StudyHandle:
+    return state.StudyHandle(prepare_study(load_sample("diabetes").patients, OPTIONS))
+
+
+class Gate:
+    """A cancel check that holds the computation at its first checkpoint until released, and
+    says stop once `stop` is set."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        self.stop = threading.Event()
+
+    def __call__(self) -> bool:
+        self.reached.set()
+        self.release.wait(timeout=120)
+        return self.stop.is_set()
+
+
+def in_thread(target, gate: Gate | None = None) -> tuple[threading.Thread, dict]:
+    out: dict = {}
+
+    def work() -> None:
+        try:
+            if gate is None:
+                out["report"] = target()
+            else:
+                with cancellable(gate):
+                    out["report"] = target()
+        except Cancelled:
+            out["cancelled"] = True
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_readers_and_other_configurations_do_not_wait_for_a_running_computation(handle):
+    finished = handle.report(*KEY)  # a report another session computed earlier
+    gate = Gate()
+    slow, slow_out = in_thread(lambda: handle.report("permutation", 0.1, "width", 8), gate)
+    assert gate.reached.wait(120), "the computation never reached a checkpoint"
+    try:
+        # Held mid-computation: a reader of the finished report, its other units, and a
+        # different configuration all complete while it is held.
+        assert handle.report(*KEY) is finished
+        log_units = handle.report("exact", 0.1, "log", None)
+        np.testing.assert_allclose(np.exp(log_units.explanation.decomposition.full_value),
+                                   finished.explanation.width, rtol=1e-9)
+        other = handle.report("exact", 0.2, "width", None)
+        assert len(other.patient_ids) == len(finished.patient_ids)
+        assert slow.is_alive() and "report" not in slow_out
+    finally:
+        gate.release.set()
+        slow.join(timeout=300)
+    assert "report" in slow_out
+
+
+def test_the_same_report_asked_twice_is_computed_once_and_a_stop_leaves_good_caches(handle):
+    key = ("permutation", 0.1, "width", 12)
+    first_gate = Gate()
+    first, first_out = in_thread(lambda: handle.report(*key), first_gate)
+    assert first_gate.reached.wait(120)
+    stages: list[str] = []
+    second, second_out = in_thread(lambda: handle.report(*key, stage=stages.append))
+    try:
+        # The second asker is told it waits for another session, and computes nothing.
+        for _ in range(600):
+            if stages:
+                break
+            second.join(timeout=0.1)
+        assert stages[:1] == [state.WAITING]
+        # The first run is stopped at its checkpoint: the waiter then computes it itself.
+        first_gate.stop.set()
+    finally:
+        first_gate.release.set()
+        first.join(timeout=300)
+        second.join(timeout=300)
+    assert first_out.get("cancelled") is True and "report" not in first_out
+    assert state.STAGES[2] in stages, stages
+    again = handle.report(*key)
+    assert again is second_out["report"]
+    # Against a study that was never interrupted: the stop left nothing half-done behind.
+    fresh = prepare_study(load_sample("diabetes").patients, OPTIONS)
+    clean = fresh.explain(method="permutation", alpha=0.1, budget=12)
+    np.testing.assert_allclose(again.explanation.decomposition.calibration,
+                               clean.explanation.decomposition.calibration, rtol=1e-9,
+                               atol=1e-12)
+    np.testing.assert_allclose(again.explanation.width, clean.explanation.width, rtol=1e-12)
+
+
+def test_a_run_over_the_budget_is_refused_before_anything_is_fitted():
+    from core.errors import CpdecompError
+
+    wide = state.RunSize(n_features=MAX_PLAYERS + 1, n_train=10, n_explained=10, background=1,
+                         coalitions=None, brute_force_seconds=0.0)
+    with pytest.raises(CpdecompError, match="more than the 62"):
+        state.check_run_budget(wide)
+    big = state.RunSize(n_features=10, n_train=100, n_explained=10_000, background=64,
+                        coalitions=state.MAX_RUN_CELLS // 10_000 + 1, brute_force_seconds=0.0)
+    with pytest.raises(CpdecompError, match="command line"):
+        state.check_run_budget(big)
+    slow = state.RunSize(n_features=10, n_train=100, n_explained=100, background=64,
+                         coalitions=1024, brute_force_seconds=state.MAX_RUN_SECONDS + 1.0)
+    with pytest.raises(CpdecompError, match="expected to take"):
+        state.check_run_budget(slow)
+    fine = state.RunSize(n_features=10, n_train=100, n_explained=100, background=64,
+                         coalitions=1024, brute_force_seconds=30.0)
+    state.check_run_budget(fine)  # no exception
+
+
+def test_the_largest_permutation_budget_on_twenty_features_is_refused_before_fitting():
+    # The Setup page allows budgets up to 100,000; on 20 features that samples about a million
+    # feature combinations, far past the per-run limit: refused with the reason, from the
+    # setup alone (run_size fits nothing), not after minutes of work.
+    from app.sources import Dataset
+    from core.errors import CpdecompError
+
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame(rng.normal(size=(400, 21)), columns=[f"x{i}" for i in range(21)])
+    dataset = Dataset(name="wide.csv", patients=table, digest="wide")
+    options = StudyOptions(target="x20")
+    config = state.RunConfig("wide", "wide.csv", options, "permutation", 100_000, 0.1)
+    size = state.run_size(dataset, config)
+    assert size.n_features == 20
+    assert size.cells is not None and size.cells > state.MAX_RUN_CELLS
+    with pytest.raises(CpdecompError, match="limit"):
+        state.check_run_budget(size)
+    # The default budget on the same table stays well inside it.
+    default = state.RunConfig("wide", "wide.csv", options, "permutation", 64, 0.1)
+    state.check_run_budget(state.run_size(dataset, default))
+
+
+def test_exact_shapley_past_its_limit_is_refused_before_fitting():
+    from app.sources import Dataset
+    from core.attribution import MAX_EXACT_PLAYERS
+    from core.errors import CpdecompError
+
+    rng = np.random.default_rng(1)
+    n = MAX_EXACT_PLAYERS + 2
+    table = pd.DataFrame(rng.normal(size=(200, n)), columns=[f"x{i}" for i in range(n)])
+    dataset = Dataset(name="wide.csv", patients=table, digest="wide-exact")
+    config = state.RunConfig("wide-exact", "wide.csv", StudyOptions(target=f"x{n - 1}"),
+                             "exact", None, 0.1)
+    size = state.run_size(dataset, config)
+    assert size.coalitions is None and size.design_error
+    with pytest.raises(CpdecompError, match=str(MAX_EXACT_PLAYERS)):
+        state.check_run_budget(size)

@@ -1,0 +1,89 @@
+"""A session that uploads table after table holds one upload, not all of them (real server).
+
+Streamlit keeps every file a session uploaded until the session ends; the Data page frees
+the ones its uploaders no longer hold (app/state.py, drop_superseded_uploads). Eight different
+23 MiB tables are uploaded in turn in chromium: the server's resident set after the eighth
+stays within a generous bound above its size after the first (before the fix each upload
+added about 45 MiB: 20 uploads took the server from 70 to 960 MiB). The release after a
+session leaves is measured in benchmarks/load.py (it waits out Streamlit's two-minute
+reconnect window).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ci_policy import unavailable
+from dashboard_driver import (
+    RUN_TIMEOUT,
+    STEP_TIMEOUT,
+    browser_missing,
+    launch,
+    settle,
+    streamlit_server,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def browser_available() -> None:
+    reason = browser_missing()
+    if reason is not None:
+        unavailable(reason)  # fails under CI, skips elsewhere
+
+UPLOADS = 8
+ROWS = 150_000
+GROWTH_MIB = 150
+"""Allowed growth from the first upload to the last: three uploads' worth, for allocator
+slack and Streamlit's own caches, against about 315 MiB when every upload was kept."""
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def tables(folder: Path) -> list[Path]:
+    rng = np.random.default_rng(0)
+    paths = []
+    header = ",".join([*(f"x{j}" for j in range(16)), "outcome"])
+    for index in range(UPLOADS):
+        path = folder / f"upload-{index}.csv"
+        np.savetxt(path, rng.normal(size=(ROWS, 17)), delimiter=",", header=header,
+                   comments="", fmt="%.6f")
+        paths.append(path)
+    return paths
+
+
+def test_superseded_uploads_are_released(tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    files = tables(tmp_path)
+    environment = {**os.environ, "CPDECOMP_REVIEW_DB": str(tmp_path / "reviews.sqlite3"),
+                   "CPDECOMP_CACHE_DIR": str(tmp_path / "cache")}
+    with streamlit_server(environment, tmp_path / "streamlit.log") as (url, server), \
+            sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_context().new_page()
+            page.goto(url)
+            expect(page.get_by_text("Current data: sample")).to_be_visible(
+                timeout=STEP_TIMEOUT)
+            page.locator(".st-key-data_source").get_by_text("Upload one table").click()
+            settle(page)
+            sizes = []
+            for table in files:
+                page.locator(".st-key-upload input[type='file']").set_input_files(str(table))
+                expect(page.get_by_text(f"Current data: {table.name}")).to_be_visible(
+                    timeout=RUN_TIMEOUT)
+                settle(page)
+                sizes.append(rss_mib(server.pid))
+        finally:
+            browser.close()
+    assert sizes[-1] - sizes[0] <= GROWTH_MIB, [round(s) for s in sizes]
