@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -16,6 +19,33 @@ from app.state import Results, results_in_width_units, units_label
 from core import FAMILIES, MODELS
 from core.attribution import METHOD_LABELS
 from core.decomposition import Decomposition
+
+T = TypeVar("T")
+
+KEPT_PER_PROCESS = 512
+"""Patient figures and tables kept, shared by the sessions (a few tens of kB each)."""
+_kept: OrderedDict[tuple, object] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def kept(kind: str, results: Results, position: int, build: Callable[[], T]) -> T:
+    """One patient's figure or table, built once per (run, units, patient, kind): going back to
+    a patient, or a rerun of the page that does not change the patient, reuses it.
+
+    The run's configuration and the units fix the report (a refitted study is the same, the
+    fit being seeded), so they key the cache with the position. Callers never change what
+    they get back."""
+    key = (kind, results.config, results.units, position)
+    with _kept_lock:
+        if key in _kept:
+            _kept.move_to_end(key)
+            return _kept[key]  # type: ignore[return-value]
+    value = build()
+    with _kept_lock:
+        _kept[key] = value
+        while len(_kept) > KEPT_PER_PROCESS:
+            _kept.popitem(last=False)
+    return value
 
 
 def disagreements(results: Results, position: int) -> np.ndarray:
@@ -60,7 +90,11 @@ def display_value(value: object) -> str:
 
 
 def patient_table(results: Results, position: int) -> pd.DataFrame:
-    """Per feature: the patient's value and the three attributions."""
+    """Per feature: the patient's value and the three attributions (kept: do not change it)."""
+    return kept("table", results, position, lambda: _patient_table(results, position))
+
+
+def _patient_table(results: Results, position: int) -> pd.DataFrame:
     report = results.report
     d = report.explanation.decomposition
     flags = disagreements(results, position)
@@ -94,8 +128,10 @@ def feature_texts(results: Results, position: int) -> list[str]:
 
 
 def bars_figure(results: Results, position: int) -> go.Figure:
-    return decomposition_bars(results.report.explanation.decomposition, position,
-                              units_label(results), feature_texts(results, position))
+    """The patient's three panels (kept: do not change the figure)."""
+    return kept("bars", results, position, lambda: decomposition_bars(
+        results.report.explanation.decomposition, position, units_label(results),
+        feature_texts(results, position)))
 
 
 def decomposition_bars(d: Decomposition, position: int, units: str,
@@ -117,12 +153,13 @@ def fixed_quantile_figure(results: Results, position: int) -> go.Figure | None:
     if d.fixed_quantile is None:
         return None
     order = charts.feature_order(d.total[position])
+    fixed = d.fixed_quantile[position]
     # Always in width units, whatever the units on show: q̂ held fixed has no log scale.
-    return charts.vector_bars(
-        d.features, d.fixed_quantile[position], order, view="fixed",
+    return kept("fixed_quantile", results, position, lambda: charts.vector_bars(
+        d.features, fixed, order, view="fixed",
         units=units_label(replace(results, units="width")),
         title="What a standard SHAP of the interval shows<br><sup>the width's Shapley values "
-              "with the calibration set's quantile held fixed</sup>")
+              "with the calibration set's quantile held fixed</sup>"))
 
 
 def has_instance_part(results: Results) -> bool:
@@ -143,7 +180,12 @@ def case_reading(results: Results, position: int, unit: str = "") -> str:
 
 
 def waterfall_figure(results: Results, position: int) -> go.Figure:
-    """Steps from the featureless width to the patient's (log widths in log units)."""
+    """Steps from the featureless width to the patient's (log widths in log units; kept: do not
+    change the figure)."""
+    return kept("waterfall", results, position, lambda: _waterfall_figure(results, position))
+
+
+def _waterfall_figure(results: Results, position: int) -> go.Figure:
     e = results.report.explanation
     d = e.decomposition
     if results.units == "log":

@@ -13,6 +13,7 @@ Every name from the user's data goes through `plotly_text`: plotly renders its H
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
 import numpy as np
@@ -68,21 +69,50 @@ GRID = "#E5E5E5"
 
 def _axis(**extra: object) -> dict:
     """Axis styling, written out rather than taken from a template: applying a named template
-    deep-copies it, which made a patient switch several times slower."""
+    deep-copies it, which made a patient switch several times slower.
+
+    No automargin: plotly then measures every label and redraws the figure until the margins
+    settle, which was a third of the browser's work on a patient switch. The margins are set
+    from the labels' estimated widths instead (`label_margin`)."""
     return {"gridcolor": GRID, "linecolor": "#888888", "zerolinecolor": "#222222",
-            "automargin": True, **extra}
+            "automargin": False, **extra}
 
 
-def _layout(height: int, title: str | None = None, **extra: object) -> dict:
-    """The common layout, as a plain dict.
+CHARACTER_WIDTHS = {**dict.fromkeys("ijlI.,:;'|!", 0.32), **dict.fromkeys("frt ()[]-", 0.42),
+                    **dict.fromkeys("mwMW", 1.0), **dict.fromkeys("⇄…", 1.0)}
+"""Widths in ems of the characters far from the average, generous for DejaVu Sans (the widest
+common fallback of plotly's default font); lower case 0.62 em, upper case 0.74 em, others
+0.66 em."""
+
+
+def text_width(text: str, size: float = FONT["size"]) -> float:
+    """Estimated pixels that `text` (plotly-escaped, one line) takes at font `size`."""
+    shown = html.unescape(text)
+    ems = sum(CHARACTER_WIDTHS.get(c, 0.62 if c.islower() else 0.74 if c.isupper() else 0.66)
+              for c in shown)
+    return ems * size
+
+
+def label_margin(labels: Sequence[str], extra: float = 0.0) -> int:
+    """A left margin that holds the longest category label beside the axis (plus `extra`
+    pixels for an axis title), so nothing is cut without plotly's automargin."""
+    widest = max((text_width(t) for t in labels), default=0.0)
+    return int(np.ceil(widest + 6 + 12 + extra))  # the labels' standoff, and some air
+
+
+def _layout(height: int, title: str | None = None, *, left: int = 60,
+            **extra: object) -> dict:
+    """The common layout, as a plain dict; `left` is the left margin in pixels.
 
     Figures are built in one go from dicts: every `update_layout` call runs plotly's
     validation and change-dispatch machinery again, which made up most of a patient switch.
     """
     return {
-        "template": "none", "font": {**FONT, "color": "#222222"}, "height": height,
+        # No template: plotly.js's own defaults under the styling below (the name "none"
+        # is resolved only by the validation that _figure skips).
+        "template": {}, "font": {**FONT, "color": "#222222"}, "height": height,
         "showlegend": False, "plot_bgcolor": "white", "paper_bgcolor": "white",
-        "margin": {"l": 10, "r": 30, "t": 70 if title else 50, "b": 50},
+        "margin": {"l": left, "r": 30, "t": 70 if title else 50, "b": 60},
         "title": {"text": title, "x": 0, "xanchor": "left"} if title else None,
         "xaxis": _axis(), "yaxis": _axis(ticklabelstandoff=6, autorange="reversed"),
         **extra,
@@ -90,7 +120,10 @@ def _layout(height: int, title: str | None = None, **extra: object) -> dict:
 
 
 def _figure(traces: list[dict], layout: dict) -> go.Figure:
-    return go.Figure(data=traces, layout=layout)
+    """The figure without plotly's property validation (`_validate=False`): validating set
+    every property through plotly's validators and took three quarters of the time a patient's
+    bars took to build. The charts' tests validate every figure these functions build."""
+    return go.Figure(data=traces, layout=layout, _validate=False)
 
 
 def _pattern(view: str) -> dict:
@@ -224,7 +257,7 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
         titles.append({"text": PANEL_TITLES[view], "x": sum(domain) / 2, "y": 1.0, "xref": "paper",
                        "yref": "paper", "xanchor": "center", "yanchor": "bottom",
                        "showarrow": False, "font": {"size": 15}})
-    layout = _layout(150 + ROW_HEIGHT * len(features), title,
+    layout = _layout(150 + ROW_HEIGHT * len(features), title, left=label_margin(labels),
                      **axes, annotations=titles, showlegend=True,
                      legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "bottom",
                              "xanchor": "left", "yref": "container"})
@@ -266,10 +299,10 @@ def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, en
         connector={"line": {"color": "#999999", "dash": "dot"}},
         hovertemplate="%{y}: %{x:.4g}<extra></extra>",
     )
-    layout = _layout(140 + ROW_HEIGHT * len(labels),
+    layout = _layout(140 + ROW_HEIGHT * len(labels), left=label_margin(labels), title=(
                      "From the featureless width to this patient's: one step per feature<br>"
                      "<sup>dark step (+): widens · light step (−): narrows · "
-                     "outlined: the two widths · axis from 0</sup>")
+                     "outlined: the two widths · axis from 0</sup>"))
     layout["xaxis"].update(range=[low - pad, high + pad], title={"text": units})
     return _figure([trace], layout)
 
@@ -292,7 +325,8 @@ def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float |
     labels = [{"text": label, "x": x, "xref": "x", "y": 1, "yref": "paper",
                "xanchor": "center", "yanchor": "bottom", "showarrow": False}
               for x, label, _ in lines]
-    layout = _layout(340, "Interval widths", shapes=shapes, annotations=labels)
+    # The y axis's numbers and its rotated title.
+    layout = _layout(340, "Interval widths", left=70, shapes=shapes, annotations=labels)
     layout["xaxis"].update(title={"text": "interval width"})
     layout["yaxis"].update(title={"text": "patients"}, autorange=True)
     return _figure([trace], layout)
@@ -316,9 +350,9 @@ def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, 
                     "array": np.maximum(high - values, 0)[order],
                     "arrayminus": np.maximum(values - low, 0)[order], "visible": True,
                     "color": "#111111", "thickness": 1.2, "width": 4}
+    labels = tick_labels([feature_label(features[j], False, bool(unsettled[j])) for j in order])
     trace = dict(
-        type="bar", x=values[order],
-        y=tick_labels([feature_label(features[j], False, bool(unsettled[j])) for j in order]),
+        type="bar", x=values[order], y=labels,
         orientation="h", error_x=whiskers,
         marker={"color": COLOURS[view], "pattern": _pattern(view),
                 "opacity": [UNSETTLED_OPACITY if unsettled[j] else 1.0 for j in order],
@@ -331,7 +365,7 @@ def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, 
         customdata=None if span is None else np.column_stack([low, high])[order],
     )
     limit = _padded_limit(values if span is None else np.concatenate([values, low, high]))
-    layout = _layout(140 + ROW_HEIGHT * len(features), title)
+    layout = _layout(140 + ROW_HEIGHT * len(features), title, left=label_margin(labels))
     layout["xaxis"].update(range=[-limit, limit], zeroline=True, zerolinewidth=1.5,
                            title={"text": units})
     return _figure([trace], layout)
@@ -347,7 +381,7 @@ def instance_distribution(features: Sequence[str], instance: np.ndarray, order: 
                    line={"color": "#8a5a00"}, fillcolor="rgba(230,159,0,0.35)")
               for j, name in zip(order, names, strict=True)]
     layout = _layout(140 + ROW_HEIGHT * len(features),
-                     "Instance-driven attributions across patients")
+                     "Instance-driven attributions across patients", left=label_margin(names))
     layout["xaxis"].update(zeroline=True, zerolinewidth=1.5, title={"text": units})
     return _figure(traces, layout)
 
@@ -371,6 +405,7 @@ def sign_disagreement_bars(features: Sequence[str], calibration_vs_instance: np.
             hovertemplate="%{y}: %{x:.1f}% of patients<extra>" + label + "</extra>",
         ))
     layout = _layout(160 + 44 * len(names), "How often the views disagree in sign",
+                     left=label_margin(names),
                      barmode="group", showlegend=True,
                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0})
     layout["margin"]["t"] = 90

@@ -152,12 +152,14 @@ def analyst_details() -> None:
 
 def standard_shap(position: int) -> None:
     """The practitioners' comparator: Shapley values of the width at a fixed q̂, on request."""
-    figure = cases.fixed_quantile_figure(results, position)
-    if figure is None:
+    if report.explanation.decomposition.fixed_quantile is None:
         return
     if st.toggle("Show what a standard SHAP of the interval shows", key="fixed_q_on",
                  help="The width's Shapley values with the conformal quantile held fixed: what "
                       "shap gives on a fitted conformal regressor (e.g. MAPIE)."):
+        # Built only when asked for: a switch with the toggle off builds no figure for it.
+        figure = cases.fixed_quantile_figure(results, position)
+        assert figure is not None  # the run computed the comparator (checked above)
         widgets.chart(figure, key="fixed_q_chart")
         st.caption(
             "A standard SHAP of the interval keeps the calibration set's quantile fixed, so it "
