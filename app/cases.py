@@ -16,6 +16,7 @@ from app import charts, export, summaries
 from app.reading import patient_reading
 from app.reviews import ReviewEvent
 from app.state import Results, results_in_width_units, units_label
+from app.text import people_number
 from core import FAMILIES, MODELS
 from core.attribution import METHOD_LABELS
 from core.decomposition import Decomposition
@@ -127,22 +128,33 @@ def feature_texts(results: Results, position: int) -> list[str]:
     return [display_value(values[f]) for f in results.report.explanation.decomposition.features]
 
 
+def number_scale(results: Results) -> float:
+    """The width scale every number on show is rounded at (`people_number`): the featureless
+    width in width units; in log units the featureless log width or the largest total, the
+    larger (a log width can be near 0)."""
+    e = results.report.explanation
+    if results.units != "log":
+        return float(e.base_width)
+    d = e.decomposition
+    return max(abs(float(d.empty_value)), float(np.max(np.abs(d.total), initial=0.0)))
+
+
 def bars_figure(results: Results, position: int) -> go.Figure:
     """The patient's three panels (kept: do not change the figure)."""
     return kept("bars", results, position, lambda: decomposition_bars(
         results.report.explanation.decomposition, position, units_label(results),
-        feature_texts(results, position)))
+        feature_texts(results, position), number_scale(results)))
 
 
 def decomposition_bars(d: Decomposition, position: int, units: str,
-                       values: Sequence[str]) -> go.Figure:
+                       values: Sequence[str], scale: float | None = None) -> go.Figure:
     """The three panels for one row of a decomposition (a cohort's patient or an edited one)."""
     return charts.side_by_side_bars(
         d.features, d.calibration[position], d.instance[position], d.total[position],
         units=units, disagree=decomposition_disagreements(d, position),
         errors=None if (d.total_se is None or d.calibration_se is None or d.instance_se is None)
         else (d.calibration_se[position], d.instance_se[position], d.total_se[position]),
-        values=values, calibration_range=calibration_range(d, position),
+        values=values, calibration_range=calibration_range(d, position), scale=scale,
     )
 
 
@@ -158,6 +170,7 @@ def fixed_quantile_figure(results: Results, position: int) -> go.Figure | None:
     return kept("fixed_quantile", results, position, lambda: charts.vector_bars(
         d.features, fixed, order, view="fixed",
         units=units_label(replace(results, units="width")),
+        scale=float(results.report.explanation.base_width),
         title="What a standard SHAP of the interval shows<br><sup>the width's Shapley values "
               "with the calibration set's quantile held fixed</sup>"))
 
@@ -196,7 +209,7 @@ def _waterfall_figure(results: Results, position: int) -> go.Figure:
         labels = ("featureless width", "this patient's width")
     return charts.width_waterfall(d.features, d.total[position], start, end,
                                   units=units_label(results), start_label=labels[0],
-                                  end_label=labels[1])
+                                  end_label=labels[1], scale=number_scale(results))
 
 
 def configuration_facts(results: Results) -> dict[str, str]:
@@ -226,16 +239,21 @@ def case_html(results: Results, position: int, reviews: Sequence[ReviewEvent]) -
     report = results.report
     e = report.explanation
     patient = str(report.patient_ids[position])
+    scale = float(e.base_width)
+
+    def num(value: float) -> str:
+        return people_number(value, scale)
+
     facts = {
         "patient": patient,
-        "prediction": f"{e.prediction[position]:.4g}",
-        "interval": f"[{e.lower[position]:.4g}, {e.upper[position]:.4g}]",
-        "width": f"{e.width[position]:.4g} (featureless width {e.base_width:.4g})",
+        "prediction": num(e.prediction[position]),
+        "interval": f"[{num(e.lower[position])}, {num(e.upper[position])}]",
+        "width": f"{num(e.width[position])} (featureless width {num(e.base_width)})",
         "width percentile in the cohort":
             f"{summaries.percentile_ranks(e.width)[position]:.0f}",
     }
     if report.targets is not None and not np.isnan(report.targets[position]):
-        facts["observed target"] = f"{report.targets[position]:.4g}"
+        facts["observed target"] = num(report.targets[position])
     facts.update(configuration_facts(results))
     notes = [
         "Calibration-driven: set by the calibration set through the conformal quantile. "

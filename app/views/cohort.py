@@ -7,7 +7,7 @@ import streamlit as st
 
 from app import cases, charts, glossary, state, summaries, widgets
 from app.state import units_label
-from app.text import markdown_text
+from app.text import markdown_text, people_number, table_format
 
 st.title("Cohort")
 results = widgets.require_results()
@@ -16,14 +16,22 @@ e = report.explanation
 d = e.decomposition
 units = units_label(results)
 config = results.config
+width_scale = float(e.base_width)
+part_scale = cases.number_scale(results)
+
+
+def num(value: float, signed: bool = False) -> str:
+    """A width rounded at the featureless width's scale (the one rule of every page)."""
+    return people_number(value, width_scale, signed)
+
 
 cover = summaries.coverage(report)
 cols = st.columns(4)
 cols[0].metric("Patients explained", f"{len(report.patient_ids)}")
-cols[1].metric("Median width", f"{np.median(e.width):.4g}",
-               delta=f"{np.median(e.width) - e.base_width:+.4g} vs featureless",
+cols[1].metric("Median width", f"{num(np.median(e.width))}",
+               delta=f"{num(np.median(e.width) - e.base_width, signed=True)} vs featureless",
                delta_color="off", delta_arrow="off")
-cols[2].metric("Featureless width", f"{e.base_width:.4g}",
+cols[2].metric("Featureless width", f"{num(e.base_width)}",
                help="The width for a patient about whom nothing is known (every feature left "
                     "out).")
 if cover.n:
@@ -81,7 +89,8 @@ with left:
     span = (d.calibration_low[0], d.calibration_high[0]) if (
         one_vector and d.calibration_low is not None and d.calibration_high is not None) else None
     widgets.chart(charts.vector_bars(d.features, vector, order, view="calibration", units=units,
-                                     title=f"{title}<br><sup>{label}</sup>", span=span))
+                                     title=f"{title}<br><sup>{label}</sup>", span=span,
+                                     scale=part_scale))
     if span is not None:
         unsettled = (span[0] <= 0) & (span[1] >= 0)
         st.caption(f"Whiskers: how much each part could change with another calibration set of "
@@ -140,8 +149,10 @@ def subgroup_report(feature: str) -> None:
             "with observed target": "observed", "coverage": "coverage %",
             "coverage, 95% low": "95% low", "coverage, 95% high": "95% high"}),
         hide_index=True,
-        column_config={c: st.column_config.NumberColumn(format="%.4g") for c in
-                       ("median width", "mean calibration-driven", "mean instance-driven")})
+        column_config={"median width": st.column_config.NumberColumn(
+                           format=table_format(width_scale)),
+                       **{c: st.column_config.NumberColumn(format=table_format(part_scale))
+                          for c in ("mean calibration-driven", "mean instance-driven")}})
     st.caption(
         f"Coverage: held-out rows of the group whose observed value falls inside their "
         f"interval ('observed': rows with a known outcome), with a 95% range (exact "

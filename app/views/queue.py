@@ -10,7 +10,7 @@ import streamlit as st
 from app import auth, cases, export, state, summaries, widgets
 from app.reviews import ReviewStore
 from app.reviews.events import Status
-from app.text import file_name_part, markdown_text
+from app.text import file_name_part, markdown_text, people_number, table_format
 from core.errors import CpdecompError
 
 logger = logging.getLogger("cpdecomp.app.queue")  # a page runs as __main__
@@ -23,6 +23,13 @@ results = widgets.require_results(offer_units=False)
 report = results.report
 e = report.explanation
 key = results.dataset_key
+width_scale = float(e.base_width)
+
+
+def num(value: float) -> str:
+    """A width or an interval end, rounded at the featureless width's scale (one rule)."""
+    return people_number(value, width_scale)
+
 
 try:
     store: ReviewStore | None = state.review_store()
@@ -52,15 +59,15 @@ frame = summaries.queue_frame(report, flagged, latest)
 outcome = state.outcome_range(results.config)
 shown_lower, shown_upper, clipped = outcome.clip(e.lower, e.upper)
 positions_in_frame = frame["position"].to_numpy(dtype=int)
-frame["interval"] = [f"[{shown_lower[i]:.4g}, {shown_upper[i]:.4g}]" + (" ✂" if clipped[i]
+frame["interval"] = [f"[{num(shown_lower[i])}, {num(shown_upper[i])}]" + (" ✂" if clipped[i]
                                                                        else "")
                      for i in positions_in_frame]
 cols = st.columns(4)
-cols[0].metric("Flagged", f"{len(frame)} of {len(e.width)}", help=f"width > {threshold:.4g}")
+cols[0].metric("Flagged", f"{len(frame)} of {len(e.width)}", help=f"width > {num(threshold)}")
 cols[1].metric("Reviewed", f"{int(frame['reviewed'].sum())}")
 warned = int((frame["total_view"] != "agrees").sum())
 cols[2].metric("Total view hides or flips a driver", f"{warned}")
-cols[3].metric("Threshold", f"{threshold:.4g}")
+cols[3].metric("Threshold", num(threshold))
 
 if frame.empty:
     if summaries.widths_tied(e.width):
@@ -97,7 +104,7 @@ st.dataframe(
                   "prediction", "reviewed_at"],
     column_config={
         "patient_id": st.column_config.TextColumn("patient", pinned=True),
-        "width": st.column_config.NumberColumn("width", format="%.4g"),
+        "width": st.column_config.NumberColumn("width", format=table_format(width_scale)),
         "status": st.column_config.TextColumn("status", help="reviewed, or open (not reviewed "
                                                              "yet, or reopened)"),
         "note": st.column_config.TextColumn("note", width="medium"),
@@ -111,11 +118,11 @@ st.dataframe(
         "interval": st.column_config.TextColumn(
             "interval", help="✂: clipped to what the outcome can be; the width is the "
                              "model's unclipped width."),
-        "prediction": st.column_config.NumberColumn(format="%.4g"),
+        "prediction": st.column_config.NumberColumn(format=table_format(width_scale)),
         "top_instance_driver": st.column_config.TextColumn("widened most by",
                                                            help="The feature whose own value "
                                                                 "widens this interval most."),
-        "instance_part": st.column_config.NumberColumn("by", format="%.3g"),
+        "instance_part": st.column_config.NumberColumn("by", format=table_format(width_scale)),
         "top_calibration_driver": "widened most through the calibration set by",
         "reviewed_at": "reviewed at",
     },
@@ -135,7 +142,7 @@ ids = report.patient_ids
 def case_label(position: int) -> str:
     review = latest.get(str(ids[position]))
     done = " · reviewed" if review and review.status == "reviewed" else ""
-    return f"{ids[position]} · width {e.width[position]:.4g}{done}"
+    return f"{ids[position]} · width {num(e.width[position])}{done}"
 
 
 position = st.selectbox("Case", case_positions, key="review_patient", format_func=case_label)

@@ -94,12 +94,12 @@ def test_one_order_for_every_chart_by_the_patients_absolute_total() -> None:
     assert waterfall.layout.xaxis.range[0] <= 0  # the waterfall's axis starts at 0
 
 
-def test_side_by_side_bars_are_three_labelled_patterned_panels() -> None:
+def test_side_by_side_bars_are_three_labelled_panels() -> None:
     fig = charts.side_by_side_bars(["age", "bmi", "bp"], np.array([1.0, -2.0, 0.5]),
                                    np.array([-0.5, 3.0, 0.1]), np.array([0.5, 1.0, 0.6]),
                                    units="width", disagree=np.array([True, True, False]))
     assert [t.name for t in fig.data] == [charts.TITLES[v] for v in charts.VIEWS]
-    assert [t.marker.pattern.shape for t in fig.data] == ["/", ".", ""]
+    assert [t.marker.color for t in fig.data] == [charts.COLOURS[v] for v in charts.VIEWS]
     assert {a.text for a in fig.layout.annotations} == set(charts.PANEL_TITLES.values())
     assert fig.layout.showlegend  # the legend names each part in full
     assert "age ⇄" in fig.data[0].y and "bp" in fig.data[0].y
