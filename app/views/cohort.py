@@ -116,7 +116,9 @@ widgets.chart(charts.sign_disagreement_bars(
 st.caption("Calibration vs instance: the two parts pull in opposite directions. Total vs "
            "instance: the usual (total) attribution shows the patient's own effect with the "
            f"wrong sign. Parts smaller than {summaries.SIGN_CUT:.0%} of the patient's largest "
-           "attribution are too small to matter and are not counted.")
+           "attribution are too small to matter and are not counted"
+           + (", nor are calibration-driven parts whose direction is not settled (marked ?)."
+              if d.calibration_sign_uncertain is not None else "."))
 st.dataframe(
     disagreement.assign(
         calibration_vs_instance=lambda f: (100 * f["calibration_vs_instance"]).round(1),
@@ -178,4 +180,5 @@ with st.expander("Analyst's details"):
         "q̂); the instance-driven part is that of the instance game; on the family's additive "
         "scale they add to the total exactly. Multiplicative families are exact in log units; "
         "in width units all three vectors are rescaled by one logarithmic-mean factor per "
-        "patient.")
+        "patient. Sign counts (⇄, the queue's warnings) leave out a φ_C whose bootstrap "
+        "interval holds 0 (low ≤ 0 ≤ high): its direction is not settled.")

@@ -113,7 +113,9 @@ st.dataframe(
             help="'total hides x': x widens this interval most, but the usual (total) "
                  f"explanation does not list it among its top {summaries.TOTAL_TOP}. 'total "
                  "flips x': the total shows x as narrowing although it widens. The full "
-                 "sentence is under 'Mark a case reviewed'."),
+                 "sentence is under 'Mark a case reviewed'. A feature whose "
+                 "calibration-driven direction is not settled (marked ? on the Patient page) "
+                 "raises no warning."),
         "width_percentile": st.column_config.NumberColumn("percentile", format="%.0f"),
         "interval": st.column_config.TextColumn(
             "interval", help="✂: clipped to what the outcome can be; the width is the "
@@ -132,6 +134,12 @@ if one_calibration_driver and calibration_drivers:
     st.caption(markdown_text(
         f"Through the calibration set, {feature} widens every flagged patient's interval most."))
 st.caption(f"{len(shown)} of {len(frame)} flagged cases shown. Click a column header to sort.")
+unsettled_cases = int(frame["unsettled_driver"].sum())
+if unsettled_cases:
+    st.caption(f"{unsettled_cases} flagged {'case has' if unsettled_cases == 1 else 'cases have'}"
+               " a driver whose calibration-driven direction is not settled (another "
+               "calibration set could reverse it): what the total does to that driver is not "
+               "counted as a warning.")
 
 st.subheader("Mark a case reviewed")
 case_positions = [int(p) for p in summaries.sort_queue(frame, order)["position"]]
