@@ -11,8 +11,9 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import streamlit as st
 
-from app import charts, export, summaries
+from app import charts, export, planning, summaries
 from app.reading import patient_reading
 from app.reviews import ReviewEvent
 from app.state import Results, results_in_width_units, units_label
@@ -218,12 +219,17 @@ def configuration_facts(results: Results) -> dict[str, str]:
     e = results.report.explanation
     options = config.options
     method = METHOD_LABELS.get(config.method, config.method)
+    # The user's fitted models, when the run used them (its dataset carries them).
+    dataset = st.session_state.get("run_dataset") if (
+        st.session_state.get("last_run") == config) else None
+    user_models = getattr(dataset, "models", None)
     if e.budget is not None and config.method != "exact":
         method += f", budget {e.budget}"
     return {
         "dataset": config.dataset_name,
         "target": options.target,
-        "model": MODELS[options.model].label if options.model in MODELS else options.model,
+        "model": planning.model_name(options.model, user_models) if user_models else (
+            MODELS[options.model].label if options.model in MODELS else options.model),
         "conformal family": f"{options.family} ({FAMILIES[options.family].label})",
         "α (miscoverage)": f"{e.alpha:g} (confidence {1 - e.alpha:.0%})",
         "calibration rows": str(e.n_calibration),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import cases, charts, glossary, state, summaries, widgets
+from app import cases, charts, glossary, planning, state, summaries, widgets
 from app.state import units_label
 from app.text import markdown_text, people_number, table_format
 
@@ -172,7 +172,8 @@ subgroups()
 glossary.how_to_read()
 with st.expander("Analyst's details"):
     st.markdown(
-        f"Setup: {config.options.model}, {config.options.family}, {config.method}; "
+        f"Setup: {markdown_text(planning.run_model_name())}, {config.options.family}, "
+        f"{config.method}; "
         f"q̂ = {e.q_hat:.4g}; units: {markdown_text(units)}. The featureless width is the "
         f"width with every feature masked over the background ({e.background_size} training "
         "rows). The calibration-driven part is the Shapley value of the calibration game "
