@@ -176,7 +176,8 @@ if run is not None:
     if done is not None:
         n = len(done.report.patient_ids)
         st.success(f"Results for {n} patients ({markdown_text(run.dataset_name)}; "
-                   f"{run.options.model}, {run.options.family}, α = {run.alpha:g}, "
+                   f"{markdown_text(planning.run_model_name())}, {run.options.family}, "
+                   f"α = {run.alpha:g}, "
                    f"{run.method}).")
         if done.study.warnings:
             st.warning("\n".join(f"- {markdown_text(w)}" for w in done.study.warnings))
