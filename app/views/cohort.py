@@ -144,17 +144,33 @@ def subgroups() -> None:
 
 def subgroup_report(feature: str) -> None:
     table = summaries.subgroup_summary(report, feature)
-    percent = {c: (100 * table[c]).round(1) for c in
-               ("coverage", "coverage, 95% low", "coverage, 95% high")}
+    # The 95% range in one column and short part names (explained in the headers' help): at
+    # 1280 px the table shows every column without a scroll bar.
+    ranges = [f"{100 * low:.1f} to {100 * high:.1f}" if np.isfinite(low) else "n/a"
+              for low, high in zip(table["coverage, 95% low"], table["coverage, 95% high"],
+                                   strict=True)]
+    shown = table.drop(columns=["coverage, 95% low", "coverage, 95% high"]).assign(
+        coverage=(100 * table["coverage"]).round(1))
+    shown.insert(shown.columns.get_loc("coverage") + 1, "coverage range", ranges)
+    parts = st.column_config.NumberColumn
     st.dataframe(
-        table.assign(**percent).rename(columns={
-            "with observed target": "observed", "coverage": "coverage %",
-            "coverage, 95% low": "95% low", "coverage, 95% high": "95% high"}),
-        hide_index=True,
-        column_config={"median width": st.column_config.NumberColumn(
-                           format=table_format(width_scale)),
-                       **{c: st.column_config.NumberColumn(format=table_format(part_scale))
-                          for c in ("mean calibration-driven", "mean instance-driven")}})
+        shown, hide_index=True,
+        column_config={
+            "with observed target": st.column_config.NumberColumn(
+                "observed", help="Rows of the group with a known outcome."),
+            "coverage": st.column_config.NumberColumn("coverage %", format="%.1f"),
+            "coverage range": st.column_config.TextColumn(
+                "95% range", help="Exact binomial 95% range of the coverage, in %."),
+            "median width": parts(format=table_format(width_scale)),
+            "mean calibration-driven": parts(
+                "calibration part", format=table_format(part_scale),
+                help="Each patient's calibration-driven parts summed over the features, "
+                     "averaged over the group."),
+            "mean instance-driven": parts(
+                "instance part", format=table_format(part_scale),
+                help="Each patient's instance-driven parts summed over the features, averaged "
+                     "over the group."),
+        })
     st.caption(
         f"Coverage: held-out rows of the group whose observed value falls inside their "
         f"interval ('observed': rows with a known outcome), with a 95% range (exact "

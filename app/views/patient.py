@@ -114,12 +114,35 @@ def patient_panel() -> None:
     compare(position)
 
     st.subheader("Feature values")
-    st.dataframe(cases.patient_table(results, position), hide_index=True,
-                 column_config={c: st.column_config.NumberColumn(
-                     format=table_format(cases.number_scale(results))) for c in
-                                ("calibration-driven", "instance-driven", "total",
-                                 "calibration-driven, low end",
-                                 "calibration-driven, high end")})
+    part_format = table_format(cases.number_scale(results))
+    # Short headers with the full words in their help: at 1280 px every column shows without
+    # a scroll bar.
+    st.dataframe(cases.patient_table(results, position), hide_index=True, column_config={
+        "calibration-driven": st.column_config.NumberColumn(
+            "calibration", format=part_format, help="The calibration-driven part."),
+        "instance-driven": st.column_config.NumberColumn(
+            "instance", format=part_format, help="The instance-driven part."),
+        "total": st.column_config.NumberColumn(format=part_format),
+        **{f"{name} ± SE": st.column_config.NumberColumn(
+            f"{short} ± SE", format=part_format,
+            help=f"One Monte Carlo standard error of the {name} part.")
+           for name, short in (("calibration-driven", "calibration"),
+                               ("instance-driven", "instance"), ("total", "total"))},
+        "calibration-driven, low end": st.column_config.NumberColumn(
+            "calibration low", format=part_format,
+            help="Low end of the calibration-driven part's range with another calibration "
+                 "set."),
+        "calibration-driven, high end": st.column_config.NumberColumn(
+            "calibration high", format=part_format,
+            help="High end of the calibration-driven part's range with another calibration "
+                 "set."),
+        "calibration-driven direction": st.column_config.TextColumn(
+            "direction", help="Whether the calibration set settles if the feature widens or "
+                              "narrows the interval (not settled: its range holds 0)."),
+        "signs differ": st.column_config.TextColumn(
+            charts.DISAGREE_MARK, help="The calibration-driven and instance-driven parts pull "
+                                       "in opposite directions."),
+    })
     review_section(position, patient)
 
 
