@@ -43,7 +43,7 @@ def patient_panel() -> None:
     pick, back, forward = st.columns([6, 1.2, 1.2], vertical_alignment="bottom")
     position = pick.selectbox(
         "Patient", positions, key="patient",
-        format_func=lambda i: f"{report.patient_ids[i]} · width {num(e.width[i])} "
+        format_func=lambda i: f"{report.patient_ids[i]} · width {num(float(e.width[i]))} "
                               f"(percentile {ranks[i]:.0f})",
     )
     back.button("Previous", key="patient_previous", on_click=step, args=(-1,),
@@ -289,7 +289,7 @@ def compare(position: int) -> None:
         state.ensure_choice("compare_patient", others, others[0])
         other = st.selectbox(
             "Other patient", others, key="compare_patient",
-            format_func=lambda i: f"{report.patient_ids[i]} · width {num(e.width[i])} "
+            format_func=lambda i: f"{report.patient_ids[i]} · width {num(float(e.width[i]))} "
                                   f"(percentile {ranks[i]:.0f})")
         # One above the other: at half the page's width the three panels' titles collide.
         for side, shown in (("this", position), ("other", other)):
