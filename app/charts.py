@@ -303,7 +303,7 @@ def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, en
 
 
 def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float | None = None,
-                    marked: float | None = None) -> go.Figure:
+                    marked: float | None = None, height: int = 340) -> go.Figure:
     """Distribution of interval widths, with the featureless width and the flag threshold."""
     trace = dict(type="histogram", x=np.asarray(widths, dtype=float), nbinsx=30,
                  marker={"color": "#999999", "line": {"color": "#333333", "width": 1}},
@@ -321,7 +321,7 @@ def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float |
                "xanchor": "center", "yanchor": "bottom", "showarrow": False}
               for x, label, _ in lines]
     # The y axis's numbers and its rotated title.
-    layout = _layout(340, "Interval widths", left=70, shapes=shapes, annotations=labels)
+    layout = _layout(height, "Interval widths", left=70, shapes=shapes, annotations=labels)
     layout["xaxis"].update(title={"text": "interval width"})
     layout["yaxis"].update(title={"text": "patients"}, autorange=True)
     return _figure([trace], layout)
