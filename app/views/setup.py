@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import streamlit as st
 
-from app import planning, state
+from app import planning, state, widgets
 from app.text import markdown_text
 from core import FAMILIES, MODELS, target_values
 from core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
@@ -189,3 +189,4 @@ if run is not None:
         cols[0].page_link("views/cohort.py", label="Cohort", icon=":material/groups:")
         cols[1].page_link("views/patient.py", label="Patient", icon=":material/person:")
         cols[2].page_link("views/queue.py", label="Review queue", icon=":material/checklist:")
+        widgets.results_preview(done)
