@@ -77,12 +77,13 @@ FIGURE_TEXT_OUTSIDE = """(root) => {
 }"""
 
 
-def assert_nothing_cut(page, where: str) -> None:
+def assert_nothing_cut(page, where: str, figures: bool = True) -> None:
     main = page.get_by_test_id("stMain").element_handle()
     assert page.evaluate(CLIPPED_TEXT, main) == [], f"{where}: text cut off"
     outside, seen = page.evaluate(FIGURE_TEXT_OUTSIDE, main)
     assert outside == [], f"{where}: figure text outside its figure"
-    assert seen >= 20, f"{where}: only {seen} figure texts found"  # the check saw the charts
+    if figures:  # the check saw the charts' texts
+        assert seen >= 20, f"{where}: only {seen} figure texts found"
 
 
 def wait_for_figures(page, count: int) -> None:
@@ -138,7 +139,7 @@ def test_no_text_is_cut_off_in_the_key_panels() -> None:
                 open_page(page, "Review queue")
                 expect(page.get_by_text("Mark a case reviewed")).to_be_visible(
                     timeout=STEP_TIMEOUT)
-                assert_nothing_cut(page, f"Review queue at {width}x{height}")
+                assert_nothing_cut(page, f"Review queue at {width}x{height}", figures=False)
                 shoot(page, "queue", width, height)
                 page.close()
         finally:
