@@ -2,20 +2,52 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import streamlit as st
 
-from app import charts, export, summaries
+from app import charts, export, planning, summaries
 from app.reading import patient_reading
 from app.reviews import ReviewEvent
 from app.state import Results, results_in_width_units, units_label
+from app.text import people_number
 from core import FAMILIES, MODELS
 from core.attribution import METHOD_LABELS
 from core.decomposition import Decomposition
+
+T = TypeVar("T")
+
+KEPT_PER_PROCESS = 512
+"""Patient figures and tables kept, shared by the sessions (a few tens of kB each)."""
+_kept: OrderedDict[tuple, object] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def kept(kind: str, results: Results, position: int, build: Callable[[], T]) -> T:
+    """One patient's figure or table, built once per (run, units, patient, kind): going back to
+    a patient, or a rerun of the page that does not change the patient, reuses it.
+
+    The run's configuration and the units fix the report (a refitted study is the same, the
+    fit being seeded), so they key the cache with the position. Callers never change what
+    they get back."""
+    key = (kind, results.config, results.units, position)
+    with _kept_lock:
+        if key in _kept:
+            _kept.move_to_end(key)
+            return _kept[key]  # type: ignore[return-value]
+    value = build()
+    with _kept_lock:
+        _kept[key] = value
+        while len(_kept) > KEPT_PER_PROCESS:
+            _kept.popitem(last=False)
+    return value
 
 
 def disagreements(results: Results, position: int) -> np.ndarray:
@@ -60,7 +92,11 @@ def display_value(value: object) -> str:
 
 
 def patient_table(results: Results, position: int) -> pd.DataFrame:
-    """Per feature: the patient's value and the three attributions."""
+    """Per feature: the patient's value and the three attributions (kept: do not change it)."""
+    return kept("table", results, position, lambda: _patient_table(results, position))
+
+
+def _patient_table(results: Results, position: int) -> pd.DataFrame:
     report = results.report
     d = report.explanation.decomposition
     flags = disagreements(results, position)
@@ -93,20 +129,33 @@ def feature_texts(results: Results, position: int) -> list[str]:
     return [display_value(values[f]) for f in results.report.explanation.decomposition.features]
 
 
+def number_scale(results: Results) -> float:
+    """The width scale every number on show is rounded at (`people_number`): the featureless
+    width in width units; in log units the featureless log width or the largest total, the
+    larger (a log width can be near 0)."""
+    e = results.report.explanation
+    if results.units != "log":
+        return float(e.base_width)
+    d = e.decomposition
+    return max(abs(float(d.empty_value)), float(np.max(np.abs(d.total), initial=0.0)))
+
+
 def bars_figure(results: Results, position: int) -> go.Figure:
-    return decomposition_bars(results.report.explanation.decomposition, position,
-                              units_label(results), feature_texts(results, position))
+    """The patient's three panels (kept: do not change the figure)."""
+    return kept("bars", results, position, lambda: decomposition_bars(
+        results.report.explanation.decomposition, position, units_label(results),
+        feature_texts(results, position), number_scale(results)))
 
 
 def decomposition_bars(d: Decomposition, position: int, units: str,
-                       values: Sequence[str]) -> go.Figure:
+                       values: Sequence[str], scale: float | None = None) -> go.Figure:
     """The three panels for one row of a decomposition (a cohort's patient or an edited one)."""
     return charts.side_by_side_bars(
         d.features, d.calibration[position], d.instance[position], d.total[position],
         units=units, disagree=decomposition_disagreements(d, position),
         errors=None if (d.total_se is None or d.calibration_se is None or d.instance_se is None)
         else (d.calibration_se[position], d.instance_se[position], d.total_se[position]),
-        values=values, calibration_range=calibration_range(d, position),
+        values=values, calibration_range=calibration_range(d, position), scale=scale,
     )
 
 
@@ -117,12 +166,14 @@ def fixed_quantile_figure(results: Results, position: int) -> go.Figure | None:
     if d.fixed_quantile is None:
         return None
     order = charts.feature_order(d.total[position])
+    fixed = d.fixed_quantile[position]
     # Always in width units, whatever the units on show: q̂ held fixed has no log scale.
-    return charts.vector_bars(
-        d.features, d.fixed_quantile[position], order, view="fixed",
+    return kept("fixed_quantile", results, position, lambda: charts.vector_bars(
+        d.features, fixed, order, view="fixed",
         units=units_label(replace(results, units="width")),
+        scale=float(results.report.explanation.base_width),
         title="What a standard SHAP of the interval shows<br><sup>the width's Shapley values "
-              "with the calibration set's quantile held fixed</sup>")
+              "with the calibration set's quantile held fixed</sup>"))
 
 
 def has_instance_part(results: Results) -> bool:
@@ -143,7 +194,12 @@ def case_reading(results: Results, position: int, unit: str = "") -> str:
 
 
 def waterfall_figure(results: Results, position: int) -> go.Figure:
-    """Steps from the featureless width to the patient's (log widths in log units)."""
+    """Steps from the featureless width to the patient's (log widths in log units; kept: do not
+    change the figure)."""
+    return kept("waterfall", results, position, lambda: _waterfall_figure(results, position))
+
+
+def _waterfall_figure(results: Results, position: int) -> go.Figure:
     e = results.report.explanation
     d = e.decomposition
     if results.units == "log":
@@ -154,7 +210,7 @@ def waterfall_figure(results: Results, position: int) -> go.Figure:
         labels = ("featureless width", "this patient's width")
     return charts.width_waterfall(d.features, d.total[position], start, end,
                                   units=units_label(results), start_label=labels[0],
-                                  end_label=labels[1])
+                                  end_label=labels[1], scale=number_scale(results))
 
 
 def configuration_facts(results: Results) -> dict[str, str]:
@@ -163,12 +219,17 @@ def configuration_facts(results: Results) -> dict[str, str]:
     e = results.report.explanation
     options = config.options
     method = METHOD_LABELS.get(config.method, config.method)
+    # The user's fitted models, when the run used them (its dataset carries them).
+    dataset = st.session_state.get("run_dataset") if (
+        st.session_state.get("last_run") == config) else None
+    user_models = getattr(dataset, "models", None)
     if e.budget is not None and config.method != "exact":
         method += f", budget {e.budget}"
     return {
         "dataset": config.dataset_name,
         "target": options.target,
-        "model": MODELS[options.model].label if options.model in MODELS else options.model,
+        "model": planning.model_name(options.model, user_models) if user_models else (
+            MODELS[options.model].label if options.model in MODELS else options.model),
         "conformal family": f"{options.family} ({FAMILIES[options.family].label})",
         "α (miscoverage)": f"{e.alpha:g} (confidence {1 - e.alpha:.0%})",
         "calibration rows": str(e.n_calibration),
@@ -184,16 +245,21 @@ def case_html(results: Results, position: int, reviews: Sequence[ReviewEvent]) -
     report = results.report
     e = report.explanation
     patient = str(report.patient_ids[position])
+    scale = float(e.base_width)
+
+    def num(value: float) -> str:
+        return people_number(value, scale)
+
     facts = {
         "patient": patient,
-        "prediction": f"{e.prediction[position]:.4g}",
-        "interval": f"[{e.lower[position]:.4g}, {e.upper[position]:.4g}]",
-        "width": f"{e.width[position]:.4g} (featureless width {e.base_width:.4g})",
+        "prediction": num(e.prediction[position]),
+        "interval": f"[{num(e.lower[position])}, {num(e.upper[position])}]",
+        "width": f"{num(e.width[position])} (featureless width {num(e.base_width)})",
         "width percentile in the cohort":
             f"{summaries.percentile_ranks(e.width)[position]:.0f}",
     }
     if report.targets is not None and not np.isnan(report.targets[position]):
-        facts["observed target"] = f"{report.targets[position]:.4g}"
+        facts["observed target"] = num(report.targets[position])
     facts.update(configuration_facts(results))
     notes = [
         "Calibration-driven: set by the calibration set through the conformal quantile. "

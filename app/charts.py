@@ -3,9 +3,11 @@
 One colour means one part in every chart: blue for calibration-driven, orange for
 instance-driven, grey for the total. Widening or narrowing is never a colour: it is the bar's
 direction from zero (and, in the waterfall, a dark or light grey step with a + or − label).
-The parts are also told apart without colour: each has its own labelled panel and fill
-pattern (hatching for calibration, dots for instance, solid for total), in Okabe-Ito colours,
-which stay distinct under the common colour-vision deficiencies.
+The parts are also told apart without colour: each has its own labelled panel (or chart
+title), in Okabe-Ito colours, which stay distinct under the common colour-vision deficiencies.
+No fill patterns on the parts' bars: drawing them was half of the browser's work on a patient
+switch, and the panel titles already name the part; the sign-disagreement chart, whose two
+series share a panel, keeps its patterns.
 
 Every name from the user's data goes through `plotly_text`: plotly renders its HTML subset
 (`<a href>`, `<b>`, `<br>`) in labels, hover text and titles.
@@ -13,12 +15,13 @@ Every name from the user's data goes through `plotly_text`: plotly renders its H
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from app.text import plotly_labels, plotly_text
+from app.text import people_number, plotly_labels, plotly_text
 
 VIEWS = ("calibration", "instance", "total")
 TITLES = {
@@ -34,7 +37,6 @@ LABEL_CHARACTERS = 26
 panels keep their room at 1280 px."""
 COLOURS = {"calibration": "#0072B2", "instance": "#E69F00", "total": "#555555",
            "fixed": "#CC79A7"}
-PATTERNS = {"calibration": "/", "instance": ".", "total": "", "fixed": "x"}
 """"fixed" is no part: the practitioners' comparator (the width's Shapley values at a fixed
 conformal quantile), in a colour of its own so it is never read as one of the three."""
 WIDENS, NARROWS = "#444444", "#C8C8C8"
@@ -53,36 +55,55 @@ FONT = {"size": 13}
 ROW_HEIGHT = 26
 
 
-def format_value(value: float) -> str:
-    """A signed number to three significant digits, never in e-notation (+12.4, −0.00267)."""
-    if value == 0:
-        return "0"
-    magnitude = abs(float(value))
-    text = (f"{magnitude:,.0f}" if magnitude >= 1000 else
-            np.format_float_positional(magnitude, precision=3, fractional=False, trim="-"))
-    return ("+" if value > 0 else "−") + text
-
-
 GRID = "#E5E5E5"
 
 
 def _axis(**extra: object) -> dict:
     """Axis styling, written out rather than taken from a template: applying a named template
-    deep-copies it, which made a patient switch several times slower."""
+    deep-copies it, which made a patient switch several times slower.
+
+    No automargin: plotly then measures every label and redraws the figure until the margins
+    settle, which was a third of the browser's work on a patient switch. The margins are set
+    from the labels' estimated widths instead (`label_margin`)."""
     return {"gridcolor": GRID, "linecolor": "#888888", "zerolinecolor": "#222222",
-            "automargin": True, **extra}
+            "automargin": False, **extra}
 
 
-def _layout(height: int, title: str | None = None, **extra: object) -> dict:
-    """The common layout, as a plain dict.
+CHARACTER_WIDTHS = {**dict.fromkeys("ijlI.,:;'|!", 0.32), **dict.fromkeys("frt ()[]-", 0.42),
+                    **dict.fromkeys("mwMW", 1.0), **dict.fromkeys("⇄…", 1.0)}
+"""Widths in ems of the characters far from the average, generous for DejaVu Sans (the widest
+common fallback of plotly's default font); lower case 0.62 em, upper case 0.74 em, others
+0.66 em."""
+
+
+def text_width(text: str, size: float = FONT["size"]) -> float:
+    """Estimated pixels that `text` (plotly-escaped, one line) takes at font `size`."""
+    shown = html.unescape(text)
+    ems = sum(CHARACTER_WIDTHS.get(c, 0.62 if c.islower() else 0.74 if c.isupper() else 0.66)
+              for c in shown)
+    return ems * size
+
+
+def label_margin(labels: Sequence[str], extra: float = 0.0) -> int:
+    """A left margin that holds the longest category label beside the axis (plus `extra`
+    pixels for an axis title), so nothing is cut without plotly's automargin."""
+    widest = max((text_width(t) for t in labels), default=0.0)
+    return int(np.ceil(widest + 6 + 12 + extra))  # the labels' standoff, and some air
+
+
+def _layout(height: int, title: str | None = None, *, left: int = 60,
+            **extra: object) -> dict:
+    """The common layout, as a plain dict; `left` is the left margin in pixels.
 
     Figures are built in one go from dicts: every `update_layout` call runs plotly's
     validation and change-dispatch machinery again, which made up most of a patient switch.
     """
     return {
-        "template": "none", "font": {**FONT, "color": "#222222"}, "height": height,
+        # No template: plotly.js's own defaults under the styling below (the name "none"
+        # is resolved only by the validation that _figure skips).
+        "template": {}, "font": {**FONT, "color": "#222222"}, "height": height,
         "showlegend": False, "plot_bgcolor": "white", "paper_bgcolor": "white",
-        "margin": {"l": 10, "r": 30, "t": 70 if title else 50, "b": 50},
+        "margin": {"l": left, "r": 30, "t": 70 if title else 50, "b": 60},
         "title": {"text": title, "x": 0, "xanchor": "left"} if title else None,
         "xaxis": _axis(), "yaxis": _axis(ticklabelstandoff=6, autorange="reversed"),
         **extra,
@@ -90,14 +111,10 @@ def _layout(height: int, title: str | None = None, **extra: object) -> dict:
 
 
 def _figure(traces: list[dict], layout: dict) -> go.Figure:
-    return go.Figure(data=traces, layout=layout)
-
-
-def _pattern(view: str) -> dict:
-    shape = PATTERNS[view]
-    if not shape:
-        return {"shape": ""}
-    return {"shape": shape, "fgcolor": "white", "fillmode": "overlay", "size": 7, "solidity": 0.35}
+    """The figure without plotly's property validation (`_validate=False`): validating set
+    every property through plotly's validators and took three quarters of the time a patient's
+    bars took to build. The charts' tests validate every figure these functions build."""
+    return go.Figure(data=traces, layout=layout, _validate=False)
 
 
 def feature_order(total: np.ndarray) -> np.ndarray:
@@ -122,19 +139,21 @@ def _direction(value: float) -> str:
 
 
 def _hover(feature: str, value_text: str | None, view: str, part: float,
-           se: float | None, span: tuple[float, float] | None = None) -> str:
+           se: float | None, span: tuple[float, float] | None = None,
+           scale: float | None = None) -> str:
     """Plain words for one bar: the feature's value, the part and its direction, the SE and
     the calibration-driven part's likely range."""
     lines = [f"<b>{plotly_text(feature)}</b>"
              + (f" = {plotly_text(value_text)}" if value_text not in (None, "") else "")]
     unsettled = span is not None and span[0] <= 0 <= span[1]
     direction = "direction not settled" if unsettled else _direction(part)
-    lines.append(f"{PART_WORDS[view]}: {format_value(part)} ({direction})")
+    lines.append(f"{PART_WORDS[view]}: {people_number(part, scale, signed=True)} ({direction})")
     if span is not None:
-        lines.append(f"likely range with another calibration set: {format_value(span[0])} to "
-                     f"{format_value(span[1])}")
+        lines.append("likely range with another calibration set: "
+                     f"{people_number(span[0], scale, signed=True)} to "
+                     f"{people_number(span[1], scale, signed=True)}")
     if se is not None:
-        lines.append(f"sampling error ± {abs(se):.2g} (one standard error)")
+        lines.append(f"sampling error ± {people_number(abs(se), scale)} (one standard error)")
     return "<br>".join(lines)
 
 
@@ -155,9 +174,12 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
                       title: str | None = None,
                       errors: Sequence[np.ndarray] | None = None,
                       values: Sequence[str] | None = None,
-                      calibration_range: tuple[np.ndarray, np.ndarray] | None = None
-                      ) -> go.Figure:
+                      calibration_range: tuple[np.ndarray, np.ndarray] | None = None,
+                      scale: float | None = None) -> go.Figure:
     """Three labelled panels sharing the feature axis and one value scale, features by |total|.
+
+    `scale`: the width scale the numbers are rounded at (`people_number`); by default the
+    longest bar.
 
     `errors`: Monte Carlo standard errors of a sampled method, (calibration, instance, total);
     drawn as ±2 SE whiskers so a bar that may not differ from zero is visible as such.
@@ -180,6 +202,8 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
     if low is not None and high is not None:
         shown += [low, high]
     limit = _padded_limit(np.concatenate(shown))
+    if scale is None:
+        scale = float(np.max(np.abs(np.concatenate(shown)), initial=0.0))
     # Three x axes side by side over one y axis (what make_subplots builds, at a fraction of
     # its cost): the panels share the features and one value scale.
     domains = ((0.0, 0.3), (0.35, 0.65), (0.7, 1.0))
@@ -203,17 +227,18 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
         hover = [_hover(features[j], None if values is None else values[j], view,
                         float(part[j]), None if se is None else float(se[j]),
                         (float(low[j]), float(high[j])) if ranged and low is not None
-                        and high is not None else None) for j in order]
+                        and high is not None else None, scale) for j in order]
         opacity = [UNSETTLED_OPACITY if view == "calibration" and unsettled[j] else 1.0
                    for j in order]
         traces.append(dict(
             type="bar", x=part[order], y=labels, orientation="h", name=TITLES[view],
             error_x=whiskers, legendrank=column,
             xaxis=f"x{suffix}", yaxis="y",
-            marker={"color": COLOURS[view], "pattern": _pattern(view), "opacity": opacity,
+            marker={"color": COLOURS[view], "opacity": opacity,
                     "line": {"color": "#111111", "width": outline}},
             # Beside a whisker the number would sit on it; the hover and the table give it.
-            text=None if se is not None or ranged else [format_value(v) for v in part[order]],
+            text=None if se is not None or ranged else
+            [people_number(v, scale, signed=True) for v in part[order]],
             textposition="outside", cliponaxis=False, textfont={"size": 12},
             customdata=hover, hovertemplate="%{customdata}<extra></extra>",
         ))
@@ -224,7 +249,7 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
         titles.append({"text": PANEL_TITLES[view], "x": sum(domain) / 2, "y": 1.0, "xref": "paper",
                        "yref": "paper", "xanchor": "center", "yanchor": "bottom",
                        "showarrow": False, "font": {"size": 15}})
-    layout = _layout(150 + ROW_HEIGHT * len(features), title,
+    layout = _layout(150 + ROW_HEIGHT * len(features), title, left=label_margin(labels),
                      **axes, annotations=titles, showlegend=True,
                      legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "bottom",
                              "xanchor": "left", "yref": "container"})
@@ -234,8 +259,9 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
 
 def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, end: float, *,
                     units: str, start_label: str = "featureless width",
-                    end_label: str = "this patient") -> go.Figure:
-    """From the featureless width to the patient's, one step per feature (largest first).
+                    end_label: str = "this patient", scale: float | None = None) -> go.Figure:
+    """From the featureless width to the patient's, one step per feature (largest first);
+    numbers rounded at `scale` (default: the featureless width).
 
     A step for what the attributions leave unexplained appears only for a method that is not
     efficient; exact and permutation Shapley are, so the steps end exactly at `end`.
@@ -255,7 +281,9 @@ def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, en
     # arbitrary start (widths are positive; log widths can be of either sign).
     low, high = float(min(path.min(), end, 0.0)), float(max(path.max(), end, 0.0))
     pad = 0.2 * (high - low) if high > low else 1.0
-    text = ([f"{start:.4g}"] + [format_value(s) for s in steps[1:]] + [f"{end:.4g}"])
+    scale = abs(float(start)) if scale is None else scale
+    text = ([people_number(start, scale)] + [people_number(s, scale, signed=True)
+                                              for s in steps[1:]] + [people_number(end, scale)])
     trace = dict(
         type="waterfall", orientation="h", y=labels, x=[*steps, 0.0], measure=measure, text=text,
         textposition="outside", cliponaxis=False,
@@ -264,18 +292,18 @@ def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, en
         # The two levels (featureless, this patient) are outlined boxes, unlike any step.
         totals={"marker": {"color": "#FFFFFF", "line": {"color": "#111111", "width": 2}}},
         connector={"line": {"color": "#999999", "dash": "dot"}},
-        hovertemplate="%{y}: %{x:.4g}<extra></extra>",
+        customdata=text, hovertemplate="%{y}: %{customdata}<extra></extra>",
     )
-    layout = _layout(140 + ROW_HEIGHT * len(labels),
+    layout = _layout(140 + ROW_HEIGHT * len(labels), left=label_margin(labels), title=(
                      "From the featureless width to this patient's: one step per feature<br>"
                      "<sup>dark step (+): widens · light step (−): narrows · "
-                     "outlined: the two widths · axis from 0</sup>")
+                     "outlined: the two widths · axis from 0</sup>"))
     layout["xaxis"].update(range=[low - pad, high + pad], title={"text": units})
     return _figure([trace], layout)
 
 
 def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float | None = None,
-                    marked: float | None = None) -> go.Figure:
+                    marked: float | None = None, height: int = 340) -> go.Figure:
     """Distribution of interval widths, with the featureless width and the flag threshold."""
     trace = dict(type="histogram", x=np.asarray(widths, dtype=float), nbinsx=30,
                  marker={"color": "#999999", "line": {"color": "#333333", "width": 1}},
@@ -292,7 +320,8 @@ def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float |
     labels = [{"text": label, "x": x, "xref": "x", "y": 1, "yref": "paper",
                "xanchor": "center", "yanchor": "bottom", "showarrow": False}
               for x, label, _ in lines]
-    layout = _layout(340, "Interval widths", shapes=shapes, annotations=labels)
+    # The y axis's numbers and its rotated title.
+    layout = _layout(height, "Interval widths", left=70, shapes=shapes, annotations=labels)
     layout["xaxis"].update(title={"text": "interval width"})
     layout["yaxis"].update(title={"text": "patients"}, autorange=True)
     return _figure([trace], layout)
@@ -300,8 +329,10 @@ def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float |
 
 def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, *,
                 view: str, units: str, title: str,
-                span: tuple[np.ndarray, np.ndarray] | None = None) -> go.Figure:
-    """One attribution vector as labelled horizontal bars in the view's colour and pattern.
+                span: tuple[np.ndarray, np.ndarray] | None = None,
+                scale: float | None = None) -> go.Figure:
+    """One attribution vector as labelled horizontal bars in the view's colour, its numbers
+    rounded at `scale` (default: the longest bar).
 
     `title` is the dashboard's own text (it may use plotly markup); names go in as labels.
     `span`: (low, high) per feature, drawn as whiskers; a bar whose span holds 0 is pale and
@@ -316,22 +347,28 @@ def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, 
                     "array": np.maximum(high - values, 0)[order],
                     "arrayminus": np.maximum(values - low, 0)[order], "visible": True,
                     "color": "#111111", "thickness": 1.2, "width": 4}
+    labels = tick_labels([feature_label(features[j], False, bool(unsettled[j])) for j in order])
+    shown = values if span is None else np.concatenate([values, low, high])
+    scale = float(np.max(np.abs(shown), initial=0.0)) if scale is None else scale
+    hover = [f"{labels[k]}: {people_number(values[j], scale, signed=True)}"
+             + ("" if span is None else
+                f" (likely range {people_number(low[j], scale, signed=True)} to "
+                f"{people_number(high[j], scale, signed=True)})")
+             for k, j in enumerate(order)]
     trace = dict(
-        type="bar", x=values[order],
-        y=tick_labels([feature_label(features[j], False, bool(unsettled[j])) for j in order]),
+        type="bar", x=values[order], y=labels,
         orientation="h", error_x=whiskers,
-        marker={"color": COLOURS[view], "pattern": _pattern(view),
+        marker={"color": COLOURS[view],
                 "opacity": [UNSETTLED_OPACITY if unsettled[j] else 1.0 for j in order],
                 "line": {"color": "#111111", "width": 0.5}},
         # Beside a whisker the number would sit on it; the hover gives it.
-        text=None if span is not None else [format_value(v) for v in values[order]],
+        text=None if span is not None else
+        [people_number(v, scale, signed=True) for v in values[order]],
         textposition="outside", cliponaxis=False,
-        hovertemplate="%{y}: %{x:.4g}<extra></extra>" if span is None else
-        "%{y}: %{x:.4g} (likely range %{customdata[0]:.4g} to %{customdata[1]:.4g})<extra></extra>",
-        customdata=None if span is None else np.column_stack([low, high])[order],
+        customdata=hover, hovertemplate="%{customdata}<extra></extra>",
     )
-    limit = _padded_limit(values if span is None else np.concatenate([values, low, high]))
-    layout = _layout(140 + ROW_HEIGHT * len(features), title)
+    limit = _padded_limit(shown)
+    layout = _layout(140 + ROW_HEIGHT * len(features), title, left=label_margin(labels))
     layout["xaxis"].update(range=[-limit, limit], zeroline=True, zerolinewidth=1.5,
                            title={"text": units})
     return _figure([trace], layout)
@@ -347,7 +384,7 @@ def instance_distribution(features: Sequence[str], instance: np.ndarray, order: 
                    line={"color": "#8a5a00"}, fillcolor="rgba(230,159,0,0.35)")
               for j, name in zip(order, names, strict=True)]
     layout = _layout(140 + ROW_HEIGHT * len(features),
-                     "Instance-driven attributions across patients")
+                     "Instance-driven attributions across patients", left=label_margin(names))
     layout["xaxis"].update(zeroline=True, zerolinewidth=1.5, title={"text": units})
     return _figure(traces, layout)
 
@@ -371,6 +408,7 @@ def sign_disagreement_bars(features: Sequence[str], calibration_vs_instance: np.
             hovertemplate="%{y}: %{x:.1f}% of patients<extra>" + label + "</extra>",
         ))
     layout = _layout(160 + 44 * len(names), "How often the views disagree in sign",
+                     left=label_margin(names),
                      barmode="group", showlegend=True,
                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0})
     layout["margin"]["t"] = 90

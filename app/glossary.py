@@ -18,11 +18,11 @@ the prediction is uncertain.
 **Why is it wide?** The width is split, feature by feature, into two parts that add up to the
 total:
 
-* **Calibration-driven** (blue, hatched): how much a feature widens or narrows intervals through
+* **Calibration-driven** (blue): how much a feature widens or narrows intervals through
   the calibration set, the patients whose prediction errors set the interval's size. *Example:
   if the model is often wrong for patients with a high bmi, bmi widens everyone's interval a
   little, whatever this patient's bmi.*
-* **Instance-driven** (orange, dotted): how much this patient's own value of the feature widens
+* **Instance-driven** (orange): how much this patient's own value of the feature widens
   or narrows their interval. *Example: this patient's chf = yes makes the model less sure
   about them.*
 * **Total** (grey): the two added, which is what a usual explanation shows.

@@ -12,7 +12,7 @@ import traceback
 import streamlit as st
 from streamlit.logger import get_logger
 
-from app import downloads, state
+from app import downloads, planning, state
 from app.text import markdown_text
 from core.errors import CpdecompError
 
@@ -49,7 +49,8 @@ with st.sidebar:
     run = st.session_state.get("last_run")
     if run is not None:
         st.caption(
-            f"Last run: {run.options.model}, {run.options.family}, α = {run.alpha:g}, "
+            f"Last run: {markdown_text(planning.run_model_name())}, {run.options.family}, "
+            f"α = {run.alpha:g}, "
             f"{run.method} on {markdown_text(run.dataset_name)}"
         )
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -224,3 +224,24 @@ def rounded_seconds(seconds: float) -> str:
     if seconds < 3600:
         return f"about {seconds / 60:.0f} min"
     return f"about {seconds / 3600:.1f} h"
+
+
+def model_name(model: str, user_models: Mapping[str, object] | None = None) -> str:
+    """How a run's model is named wherever the dashboard names it: the user's fitted models by
+    their kind ("your model: XGBoost"; the built-in choice is then unused), else the built-in
+    model's key ("gbm")."""
+    if not user_models:
+        return model
+    from core.models import model_kind
+
+    kinds = list(dict.fromkeys(model_kind(m).label for m in user_models.values()))
+    return ("your model: " if len(kinds) == 1 else "your models: ") + " + ".join(kinds)
+
+
+def run_model_name() -> str:
+    """model_name for the last run (its dataset carries the user's models, if any)."""
+    run = st.session_state.get("last_run")
+    if run is None:
+        return ""
+    dataset = st.session_state.get("run_dataset")
+    return model_name(run.options.model, getattr(dataset, "models", None))

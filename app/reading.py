@@ -4,7 +4,8 @@
     from this patient's chf (+3.9, instance-driven). bmi narrows it for this patient (−4.3)
     but widens it through the calibration set (+1.4): the total shows only −2.9."
 
-Numbers are rounded for people; the text is plain (no Markdown), for `st.text`-like display
+Numbers are rounded for people at the featureless width's scale (`people_number`, the rule every
+page uses); the text is plain (no Markdown), for `st.text`-like display
 after `markdown_text`.
 """
 
@@ -15,24 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from app.summaries import SIGN_CUT
-
-MINUS = "−"
-
-
-def people_number(value: float, signed: bool = False) -> str:
-    """A number rounded the way a person would say it: 26, 7.9, 0.34, 0.0027; never 2.7e-03."""
-    magnitude = abs(float(value))
-    if magnitude >= 100:
-        text = f"{magnitude:,.0f}"
-    elif magnitude >= 1:
-        text = f"{magnitude:.1f}".removesuffix(".0")
-    elif magnitude == 0:
-        text = "0"
-    else:
-        text = np.format_float_positional(magnitude, precision=2, fractional=False, trim="-")
-    if value < 0 and text != "0":
-        return MINUS + text
-    return ("+" + text) if signed and text != "0" else text
+from app.text import people_number
 
 
 def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: np.ndarray,
@@ -52,18 +36,22 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
     unsettled = (np.zeros(len(calibration), bool) if calibration_unsettled is None
                  else np.asarray(calibration_unsettled, dtype=bool))
     units = f" {unit}" if unit else ""
+
+    def number(value: float, signed: bool = False) -> str:
+        return people_number(value, base_width, signed)
+
     difference = float(width) - float(base_width)
     scale = max(float(np.max(np.abs(np.concatenate([calibration, instance, total])),
                              initial=0.0)), 1e-300)
     sentences = []
     if abs(difference) <= SIGN_CUT * max(abs(base_width), 1e-300):
         sentences.append(f"The interval is about as wide as for a typical patient "
-                         f"({people_number(width)}{units}).")
+                         f"({number(width)}{units}).")
     else:
         word = "wider" if difference > 0 else "narrower"
         sentences.append(
-            f"The interval is {people_number(abs(difference))}{units} {word} than for a typical "
-            f"patient ({people_number(width)} vs {people_number(base_width)}{units}).")
+            f"The interval is {number(abs(difference))}{units} {word} than for a typical "
+            f"patient ({number(width)} vs {number(base_width)}{units}).")
     if not has_instance_part:
         sentences.append("Under this conformal family the width is the same for every patient: "
                          "it is set by the calibration set alone, and this patient's own values "
@@ -81,7 +69,7 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
             else "calibration-driven")
         lead = "Most of that" if abs(total[j]) >= 0.5 * abs(difference) else "The largest share"
         sentences.append(f"{lead} comes from this patient's {features[j]} "
-                         f"({people_number(total[j], signed=True)}{units}, {part}).")
+                         f"({number(total[j], signed=True)}{units}, {part}).")
 
     # The feature whose two parts pull hardest against each other.
     opposed = np.flatnonzero((calibration * instance < 0) & ~unsettled
@@ -94,9 +82,9 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
         through = "widens" if calibration[k] > 0 else "narrows"
         sentences.append(
             f"{features[k]} {own} it for this patient "
-            f"({people_number(instance[k], signed=True)}) but {through} it through the "
-            f"calibration set ({people_number(calibration[k], signed=True)}): the total shows "
-            f"only {people_number(total[k], signed=True)}.")
+            f"({number(instance[k], signed=True)}) but {through} it through the "
+            f"calibration set ({number(calibration[k], signed=True)}): the total shows "
+            f"only {number(total[k], signed=True)}.")
     sentences += _unsettled_sentence(features, unsettled & (np.abs(calibration)
                                                             > SIGN_CUT * scale))
     return " ".join(sentences)

@@ -72,11 +72,15 @@ def opposite(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def sign_disagreement(report: Report) -> pd.DataFrame:
-    """Per feature: the share of patients whose views have opposite signs."""
+    """Per feature: the share of patients whose views have opposite signs. A calibration-driven
+    part whose interval holds 0 (direction not settled) has no sign, so it is never counted as
+    opposing the instance-driven part."""
     e = report.explanation
     d = e.decomposition
     scale = attribution_scale(d)
     s_c, s_i, s_t = (signs(v, scale, SIGN_CUT) for v in (d.calibration, d.instance, d.total))
+    if d.calibration_sign_uncertain is not None:
+        s_c = np.where(d.calibration_sign_uncertain, 0, s_c)
     n = max(len(e.width), 1)
     return pd.DataFrame({
         "feature": list(d.features),
@@ -147,7 +151,9 @@ class Driver:
     feature: str | None
     value: float
     total: float
-    effect: Literal["shows", "hides", "flips", "none"]
+    effect: Literal["shows", "hides", "flips", "unsettled", "none"]
+    """"unsettled": the total would hide or flip the driver, but the feature's
+    calibration-driven direction is not settled, so neither is what the total does to it."""
 
     def describe(self) -> str:
         """One line for the queue: what the total view does to this driver."""
@@ -167,12 +173,15 @@ class Driver:
 
 
 def top_driver(view: Literal["instance", "calibration"], features: tuple[str, ...],
-               part: np.ndarray, total: np.ndarray) -> Driver:
+               part: np.ndarray, total: np.ndarray,
+               unsettled: np.ndarray | None = None) -> Driver:
     """The largest positive attribution of `part`, and whether `total` shows it.
 
     The total view flips the driver when it gives the feature a negative total (it reads as
     reassuring), and hides it when the total is not negative but the feature is not among the
-    total view's top widening features.
+    total view's top widening features. Where the feature's calibration-driven part is not
+    settled (`unsettled`: its interval holds 0), a flip or a hide is "unsettled" and raises no
+    warning: the total differs from the instance-driven part by that very part.
     """
     if part.size == 0 or not np.any(part > 0):
         return Driver(view, None, 0.0, 0.0, "none")
@@ -185,6 +194,8 @@ def top_driver(view: Literal["instance", "calibration"], features: tuple[str, ..
         effect = "hides"
     else:
         effect = "shows"
+    if effect != "shows" and unsettled is not None and bool(unsettled[j]):
+        effect = "unsettled"
     return Driver(view, features[j], float(part[j]), total_j, effect)  # type: ignore[arg-type]
 
 
@@ -192,9 +203,11 @@ def patient_drivers(report: Report, position: int) -> tuple[Driver, Driver]:
     """The top instance-driven and calibration-driven drivers of one patient."""
     d = report.explanation.decomposition
     total = d.total[position]
+    uncertain = d.calibration_sign_uncertain
+    unsettled = None if uncertain is None else uncertain[position]
     return (
-        top_driver("instance", d.features, d.instance[position], total),
-        top_driver("calibration", d.features, d.calibration[position], total),
+        top_driver("instance", d.features, d.instance[position], total, unsettled),
+        top_driver("calibration", d.features, d.calibration[position], total, unsettled),
     )
 
 
@@ -232,6 +245,7 @@ def queue_frame(report: Report, positions: np.ndarray,
             "top_calibration_driver": calibration.feature or "",
             "calibration_part": calibration.value,
             "total_view": "; ".join(warnings) if warnings else "agrees",
+            "unsettled_driver": "unsettled" in (instance.effect, calibration.effect),
             "reviewed": reviewed,
             "note": review.note if review else "",
             "reviewer": review.reviewer if review else "",
@@ -240,7 +254,8 @@ def queue_frame(report: Report, positions: np.ndarray,
     columns = ["position", "patient_id", "width", "status", "warnings", "width_percentile",
                "prediction", "lower",
                "upper", "top_instance_driver", "instance_part", "top_calibration_driver",
-               "calibration_part", "total_view", "reviewed", "note", "reviewer", "reviewed_at"]
+               "calibration_part", "total_view", "unsettled_driver", "reviewed", "note",
+               "reviewer", "reviewed_at"]
     return pd.DataFrame(rows, columns=columns)
 
 

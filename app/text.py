@@ -1,5 +1,9 @@
 """Names from the user's data shown as plain text, wherever the dashboard draws them.
 
+Numbers for people have one rule too, `people_number`: the decimals that give the view's
+width scale three significant figures, for every width and part shown (bar labels, hovers, the
+reading, tables, the queue).
+
 Column names, patient ids, feature names and file names come from uploaded files. Two
 renderers would read them as markup: Streamlit's Markdown (titles, captions, message boxes,
 widget labels, tooltips) and plotly's HTML subset (axis labels, hover text, titles). Every page
@@ -9,6 +13,7 @@ and chart passes such names through one of the two functions here; free text typ
 
 from __future__ import annotations
 
+import math
 import re
 import string
 
@@ -58,3 +63,44 @@ SAFE_FILE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 def file_name_part(text: object, limit: int = 60) -> str:
     """A patient id inside a download's file name: letters, digits, `._-` only."""
     return SAFE_FILE_NAME.sub("_", str(text)).strip("._")[:limit] or "case"
+
+
+SIGNIFICANT = 3
+"""Significant figures of the width scale that every width and part on show keeps."""
+MINUS = "−"
+NEAR_ZERO = "≈0"
+"""A value that is not zero but rounds to it at the scale's decimals."""
+
+
+def decimals_for(scale: float) -> int:
+    """Decimals that give `scale` three significant figures (none from 100 up): 262 → 0,
+    26.4 → 1, 0.053 → 4."""
+    scale = abs(float(scale))
+    if not math.isfinite(scale) or scale == 0:
+        return SIGNIFICANT - 1
+    return max(0, SIGNIFICANT - 1 - math.floor(math.log10(scale)))
+
+
+def people_number(value: float, scale: float | None = None, signed: bool = False) -> str:
+    """`value` rounded for people, at the decimals that give `scale` (the view's width scale:
+    the featureless width, or the largest number of a chart) three significant figures; by
+    default the value's own three. Never e-notation; thousands grouped; a true minus sign.
+
+    One scale per view keeps its numbers comparable: with widths near 262, +20.8 and +0.681
+    read +21 and +1; a non-zero value that rounds to nothing reads ≈0."""
+    number = float(value)
+    if not math.isfinite(number):
+        return "n/a"
+    decimals = decimals_for(number if scale is None else scale)
+    rounded = round(abs(number), decimals)
+    if rounded == 0:
+        return "0" if number == 0 else NEAR_ZERO
+    text = f"{rounded:,.{decimals}f}"
+    if number < 0:
+        return MINUS + text
+    return "+" + text if signed else text
+
+
+def table_format(scale: float) -> str:
+    """The printf format of a table's width and part columns under the same rule."""
+    return f"%.{decimals_for(scale)}f"

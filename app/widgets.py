@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import state
+from app import charts, state, summaries
 
 UNIT_LABELS = {"width": "width units", "log": "log units"}
 CHART_CONFIG = {"displaylogo": False}
@@ -45,3 +45,15 @@ def units_toggle(run: state.RunConfig) -> None:
 
 def chart(figure: go.Figure, key: str | None = None) -> None:
     st.plotly_chart(figure, config=CHART_CONFIG, theme=None, key=key)
+
+
+def results_preview(results: state.Results) -> None:
+    """The run's interval widths in a small chart, on the page where Run was pressed.
+
+    A first look at the results, and it makes the browser load its chart code while the user
+    reads the results line: without it the first visit to the Cohort or Patient page after a
+    Run waited for that load too (4-9 s on a loaded machine, against 0.3-0.6 s for a visit
+    again)."""
+    e = results.report.explanation
+    chart(charts.width_histogram(summaries.comparable_widths(e.width), base_width=e.base_width,
+                                 height=260), key="results_preview")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import cases, charts, glossary, state, summaries, widgets
+from app import cases, charts, glossary, planning, state, summaries, widgets
 from app.state import units_label
-from app.text import markdown_text
+from app.text import markdown_text, people_number, table_format
 from app.views import interactions
 
 st.title("Cohort")
@@ -17,14 +17,22 @@ e = report.explanation
 d = e.decomposition
 units = units_label(results)
 config = results.config
+width_scale = float(e.base_width)
+part_scale = cases.number_scale(results)
+
+
+def num(value: float, signed: bool = False) -> str:
+    """A width rounded at the featureless width's scale (the one rule of every page)."""
+    return people_number(value, width_scale, signed)
+
 
 cover = summaries.coverage(report)
 cols = st.columns(4)
 cols[0].metric("Patients explained", f"{len(report.patient_ids)}")
-cols[1].metric("Median width", f"{np.median(e.width):.4g}",
-               delta=f"{np.median(e.width) - e.base_width:+.4g} vs featureless",
+cols[1].metric("Median width", f"{num(np.median(e.width))}",
+               delta=f"{num(np.median(e.width) - e.base_width, signed=True)} vs featureless",
                delta_color="off", delta_arrow="off")
-cols[2].metric("Featureless width", f"{e.base_width:.4g}",
+cols[2].metric("Featureless width", f"{num(e.base_width)}",
                help="The width for a patient about whom nothing is known (every feature left "
                     "out).")
 if cover.n:
@@ -82,7 +90,8 @@ with left:
     span = (d.calibration_low[0], d.calibration_high[0]) if (
         one_vector and d.calibration_low is not None and d.calibration_high is not None) else None
     widgets.chart(charts.vector_bars(d.features, vector, order, view="calibration", units=units,
-                                     title=f"{title}<br><sup>{label}</sup>", span=span))
+                                     title=f"{title}<br><sup>{label}</sup>", span=span,
+                                     scale=part_scale))
     if span is not None:
         unsettled = (span[0] <= 0) & (span[1] >= 0)
         st.caption(f"Whiskers: how much each part could change with another calibration set of "
@@ -108,7 +117,9 @@ widgets.chart(charts.sign_disagreement_bars(
 st.caption("Calibration vs instance: the two parts pull in opposite directions. Total vs "
            "instance: the usual (total) attribution shows the patient's own effect with the "
            f"wrong sign. Parts smaller than {summaries.SIGN_CUT:.0%} of the patient's largest "
-           "attribution are too small to matter and are not counted.")
+           "attribution are too small to matter and are not counted"
+           + (", nor are calibration-driven parts whose direction is not settled (marked ?)."
+              if d.calibration_sign_uncertain is not None else "."))
 st.dataframe(
     disagreement.assign(
         calibration_vs_instance=lambda f: (100 * f["calibration_vs_instance"]).round(1),
@@ -134,15 +145,33 @@ def subgroups() -> None:
 
 def subgroup_report(feature: str) -> None:
     table = summaries.subgroup_summary(report, feature)
-    percent = {c: (100 * table[c]).round(1) for c in
-               ("coverage", "coverage, 95% low", "coverage, 95% high")}
+    # The 95% range in one column and short part names (explained in the headers' help): at
+    # 1280 px the table shows every column without a scroll bar.
+    ranges = [f"{100 * low:.1f} to {100 * high:.1f}" if np.isfinite(low) else "n/a"
+              for low, high in zip(table["coverage, 95% low"], table["coverage, 95% high"],
+                                   strict=True)]
+    shown = table.drop(columns=["coverage, 95% low", "coverage, 95% high"]).assign(
+        coverage=(100 * table["coverage"]).round(1))
+    shown.insert(shown.columns.get_loc("coverage") + 1, "coverage range", ranges)
+    parts = st.column_config.NumberColumn
     st.dataframe(
-        table.assign(**percent).rename(columns={
-            "with observed target": "observed", "coverage": "coverage %",
-            "coverage, 95% low": "95% low", "coverage, 95% high": "95% high"}),
-        hide_index=True,
-        column_config={c: st.column_config.NumberColumn(format="%.4g") for c in
-                       ("median width", "mean calibration-driven", "mean instance-driven")})
+        shown, hide_index=True,
+        column_config={
+            "with observed target": st.column_config.NumberColumn(
+                "observed", help="Rows of the group with a known outcome."),
+            "coverage": st.column_config.NumberColumn("coverage %", format="%.1f"),
+            "coverage range": st.column_config.TextColumn(
+                "95% range", help="Exact binomial 95% range of the coverage, in %."),
+            "median width": parts(format=table_format(width_scale)),
+            "mean calibration-driven": parts(
+                "calibration part", format=table_format(part_scale),
+                help="Each patient's calibration-driven parts summed over the features, "
+                     "averaged over the group."),
+            "mean instance-driven": parts(
+                "instance part", format=table_format(part_scale),
+                help="Each patient's instance-driven parts summed over the features, averaged "
+                     "over the group."),
+        })
     st.caption(
         f"Coverage: held-out rows of the group whose observed value falls inside their "
         f"interval ('observed': rows with a known outcome), with a 95% range (exact "
@@ -160,7 +189,8 @@ subgroups()
 glossary.how_to_read()
 with st.expander("Analyst's details"):
     st.markdown(
-        f"Setup: {config.options.model}, {config.options.family}, {config.method}; "
+        f"Setup: {markdown_text(planning.run_model_name())}, {config.options.family}, "
+        f"{config.method}; "
         f"q̂ = {e.q_hat:.4g}; units: {markdown_text(units)}. The featureless width is the "
         f"width with every feature masked over the background ({e.background_size} training "
         "rows). The calibration-driven part is the Shapley value of the calibration game "
@@ -168,5 +198,6 @@ with st.expander("Analyst's details"):
         "q̂); the instance-driven part is that of the instance game; on the family's additive "
         "scale they add to the total exactly. Multiplicative families are exact in log units; "
         "in width units all three vectors are rescaled by one logarithmic-mean factor per "
-        "patient.")
+        "patient. Sign counts (⇄, the queue's warnings) leave out a φ_C whose bootstrap "
+        "interval holds 0 (low ≤ 0 ≤ high): its direction is not settled.")
 interactions.render(results)

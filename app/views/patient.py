@@ -2,7 +2,7 @@
 bars side by side.
 
 Every patient was explained by the run, so switching patient only indexes into the report; the
-panel is a fragment, so a switch reruns the panel alone.
+panel is a fragment, so a switch reruns the panel alone, and its figures are kept per patient.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import streamlit as st
 
 from app import auth, cases, charts, glossary, state, summaries, whatif, widgets
-from app.text import file_name_part, markdown_text
+from app.text import file_name_part, markdown_text, people_number, table_format
 from core.errors import CpdecompError
 
 st.title("Patient")
@@ -25,6 +25,13 @@ state.ensure_choice("patient", positions, 0)
 outcome = state.outcome_range(results.config)
 shown_lower, shown_upper, clipped = outcome.clip(e.lower, e.upper)
 unit = f" {outcome.unit}" if outcome.unit else ""
+width_scale = float(e.base_width)
+
+
+def num(value: float, signed: bool = False) -> str:
+    """A width, an interval end or a prediction, rounded at the featureless width's scale (the
+    one rule every number on show follows)."""
+    return people_number(value, width_scale, signed)
 
 
 def step(offset: int) -> None:
@@ -36,7 +43,7 @@ def patient_panel() -> None:
     pick, back, forward = st.columns([6, 1.2, 1.2], vertical_alignment="bottom")
     position = pick.selectbox(
         "Patient", positions, key="patient",
-        format_func=lambda i: f"{report.patient_ids[i]} · width {e.width[i]:.4g} "
+        format_func=lambda i: f"{report.patient_ids[i]} · width {num(float(e.width[i]))} "
                               f"(percentile {ranks[i]:.0f})",
     )
     back.button("Previous", key="patient_previous", on_click=step, args=(-1,),
@@ -46,24 +53,24 @@ def patient_panel() -> None:
 
     patient = str(report.patient_ids[position])
     cols = st.columns([1, 1.8, 1.4, 1])  # the interval needs room for two numbers
-    cols[0].metric("Prediction", f"{e.prediction[position]:.4g}")
-    interval = f"[{shown_lower[position]:.4g}, {shown_upper[position]:.4g}]"
+    cols[0].metric("Prediction", f"{num(e.prediction[position])}")
+    interval = f"[{num(shown_lower[position])}, {num(shown_upper[position])}]"
     if clipped[position]:
         cols[1].metric(f"Interval ({1 - e.alpha:.0%}), clipped", interval + " ✂",
-                       help=f"The model's interval is [{e.lower[position]:.4g}, "
-                            f"{e.upper[position]:.4g}]; the outcome is {outcome.describe()}, "
+                       help=f"The model's interval is [{num(e.lower[position])}, "
+                            f"{num(e.upper[position])}]; the outcome is {outcome.describe()}, "
                             "so it is shown clipped to that range.")
     else:
         cols[1].metric(f"Interval ({1 - e.alpha:.0%})", interval)
-    cols[2].metric("Width", f"{e.width[position]:.4g}",
-                   delta=f"{e.width[position] - e.base_width:+.4g} vs featureless "
-                         f"{e.base_width:.4g}", delta_color="inverse",
+    cols[2].metric("Width", f"{num(e.width[position])}",
+                   delta=f"{num(e.width[position] - e.base_width, signed=True)} vs featureless "
+                         f"{num(e.base_width)}", delta_color="inverse",
                    help="Featureless width: the interval's width for a patient about whom "
                         "nothing is known (every feature left out).")
     if report.targets is not None and not np.isnan(report.targets[position]):
         y = float(report.targets[position])
         inside = e.lower[position] <= y <= e.upper[position]
-        cols[3].metric("Observed", f"{y:.4g}",
+        cols[3].metric("Observed", f"{num(y)}",
                        delta="inside the interval" if inside else "outside",
                        delta_color="off", delta_arrow="off")
     else:
@@ -76,7 +83,7 @@ def patient_panel() -> None:
     if clipped[position]:
         st.caption(f"✂ The interval is clipped to what the outcome can be "
                    f"({markdown_text(outcome.describe())}); the model's own interval is "
-                   f"[{e.lower[position]:.4g}, {e.upper[position]:.4g}]{markdown_text(unit)}. "
+                   f"[{num(e.lower[position])}, {num(e.upper[position])}]{markdown_text(unit)}. "
                    "The width and its parts are those of the model's unclipped interval: "
                    "clipping is not a sum of feature parts, so it cannot be split between "
                    "them.")
@@ -102,18 +109,40 @@ def patient_panel() -> None:
         st.caption("This attribution method is not efficient: the attributions do not add up "
                    "to the width's change, and the waterfall shows the rest as 'not "
                    "attributed'. Calibration + instance = total still holds exactly.")
-    analyst_details()
-    glossary.how_to_read()
     standard_shap(position)
     what_if(position)
     compare(position)
 
     st.subheader("Feature values")
-    st.dataframe(cases.patient_table(results, position), hide_index=True,
-                 column_config={c: st.column_config.NumberColumn(format="%.4g") for c in
-                                ("calibration-driven", "instance-driven", "total",
-                                 "calibration-driven, low end",
-                                 "calibration-driven, high end")})
+    part_format = table_format(cases.number_scale(results))
+    # Short headers with the full words in their help: at 1280 px every column shows without
+    # a scroll bar.
+    st.dataframe(cases.patient_table(results, position), hide_index=True, column_config={
+        "calibration-driven": st.column_config.NumberColumn(
+            "calibration", format=part_format, help="The calibration-driven part."),
+        "instance-driven": st.column_config.NumberColumn(
+            "instance", format=part_format, help="The instance-driven part."),
+        "total": st.column_config.NumberColumn(format=part_format),
+        **{f"{name} ± SE": st.column_config.NumberColumn(
+            f"{short} ± SE", format=part_format,
+            help=f"One Monte Carlo standard error of the {name} part.")
+           for name, short in (("calibration-driven", "calibration"),
+                               ("instance-driven", "instance"), ("total", "total"))},
+        "calibration-driven, low end": st.column_config.NumberColumn(
+            "calibration low", format=part_format,
+            help="Low end of the calibration-driven part's range with another calibration "
+                 "set."),
+        "calibration-driven, high end": st.column_config.NumberColumn(
+            "calibration high", format=part_format,
+            help="High end of the calibration-driven part's range with another calibration "
+                 "set."),
+        "calibration-driven direction": st.column_config.TextColumn(
+            "direction", help="Whether the calibration set settles if the feature widens or "
+                              "narrows the interval (not settled: its range holds 0)."),
+        "signs differ": st.column_config.TextColumn(
+            charts.DISAGREE_MARK, help="The calibration-driven and instance-driven parts pull "
+                                       "in opposite directions."),
+    })
     review_section(position, patient)
 
 
@@ -152,12 +181,14 @@ def analyst_details() -> None:
 
 def standard_shap(position: int) -> None:
     """The practitioners' comparator: Shapley values of the width at a fixed q̂, on request."""
-    figure = cases.fixed_quantile_figure(results, position)
-    if figure is None:
+    if report.explanation.decomposition.fixed_quantile is None:
         return
     if st.toggle("Show what a standard SHAP of the interval shows", key="fixed_q_on",
                  help="The width's Shapley values with the conformal quantile held fixed: what "
                       "shap gives on a fitted conformal regressor (e.g. MAPIE)."):
+        # Built only when asked for: a switch with the toggle off builds no figure for it.
+        figure = cases.fixed_quantile_figure(results, position)
+        assert figure is not None  # the run computed the comparator (checked above)
         widgets.chart(figure, key="fixed_q_chart")
         st.caption(
             "A standard SHAP of the interval keeps the calibration set's quantile fixed, so it "
@@ -231,19 +262,20 @@ def show_edited(position: int, values: dict[str, object], edited) -> None:
     changed = [name for name, value in values.items()
                if value != whatif.original_values(results, position)[name]]
     cols = st.columns(3)
-    cols[0].metric("Edited prediction", f"{edited.prediction[0]:.4g}",
-                   delta=f"{edited.prediction[0] - e.prediction[position]:+.4g}",
+    cols[0].metric("Edited prediction", f"{num(edited.prediction[0])}",
+                   delta=f"{num(edited.prediction[0] - e.prediction[position], signed=True)}",
                    delta_color="off")
     cols[1].metric(f"Edited interval ({1 - e.alpha:.0%})",
-                   f"[{edited.lower[0]:.4g}, {edited.upper[0]:.4g}]")
-    cols[2].metric("Edited width", f"{edited.width[0]:.4g}",
-                   delta=f"{edited.width[0] - e.width[position]:+.4g} vs this patient",
+                   f"[{num(edited.lower[0])}, {num(edited.upper[0])}]")
+    cols[2].metric("Edited width", f"{num(edited.width[0])}",
+                   delta=f"{num(edited.width[0] - e.width[position], signed=True)} vs this patient",
                    delta_color="inverse")
     st.markdown("**Changed:** " + (", ".join(markdown_text(n) for n in changed)
                                    if changed else "nothing yet"))
     texts = [cases.display_value(values[f]) for f in edited.decomposition.features]
     widgets.chart(cases.decomposition_bars(edited.decomposition, 0, state.units_label(results),
-                                           texts), key="whatif_chart")
+                                           texts, cases.number_scale(results)),
+                  key="whatif_chart")
 
 
 def compare(position: int) -> None:
@@ -257,15 +289,15 @@ def compare(position: int) -> None:
         state.ensure_choice("compare_patient", others, others[0])
         other = st.selectbox(
             "Other patient", others, key="compare_patient",
-            format_func=lambda i: f"{report.patient_ids[i]} · width {e.width[i]:.4g} "
+            format_func=lambda i: f"{report.patient_ids[i]} · width {num(float(e.width[i]))} "
                                   f"(percentile {ranks[i]:.0f})")
         # One above the other: at half the page's width the three panels' titles collide.
         for side, shown in (("this", position), ("other", other)):
             with st.container(border=True):
                 st.markdown(f"**{markdown_text(report.patient_ids[shown])}** · interval "
-                            f"[{shown_lower[shown]:.4g}, {shown_upper[shown]:.4g}]"
+                            f"[{num(shown_lower[shown])}, {num(shown_upper[shown])}]"
                             + (" ✂" if clipped[shown] else "")
-                            + f" · width {e.width[shown]:.4g}")
+                            + f" · width {num(e.width[shown])}")
                 widgets.chart(cases.bars_figure(results, shown), key=f"compare_{side}")
                 st.caption(markdown_text(cases.case_reading(results, shown,
                                                             unit=outcome.unit)))
@@ -301,4 +333,9 @@ def review_section(position: int, patient: str) -> None:
     )
 
 
+# The help and the analyst's details are the same for every patient: outside the panel, so a
+# switch neither sends nor redraws them (redrawing their Markdown was a tenth of a switch).
+with st.sidebar:
+    glossary.how_to_read()
 patient_panel()
+analyst_details()

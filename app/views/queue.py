@@ -10,7 +10,7 @@ import streamlit as st
 from app import auth, cases, export, state, summaries, widgets
 from app.reviews import ReviewStore
 from app.reviews.events import Status
-from app.text import file_name_part, markdown_text
+from app.text import file_name_part, markdown_text, people_number, table_format
 from core.errors import CpdecompError
 
 logger = logging.getLogger("cpdecomp.app.queue")  # a page runs as __main__
@@ -23,6 +23,13 @@ results = widgets.require_results(offer_units=False)
 report = results.report
 e = report.explanation
 key = results.dataset_key
+width_scale = float(e.base_width)
+
+
+def num(value: float) -> str:
+    """A width or an interval end, rounded at the featureless width's scale (one rule)."""
+    return people_number(value, width_scale)
+
 
 try:
     store: ReviewStore | None = state.review_store()
@@ -52,15 +59,15 @@ frame = summaries.queue_frame(report, flagged, latest)
 outcome = state.outcome_range(results.config)
 shown_lower, shown_upper, clipped = outcome.clip(e.lower, e.upper)
 positions_in_frame = frame["position"].to_numpy(dtype=int)
-frame["interval"] = [f"[{shown_lower[i]:.4g}, {shown_upper[i]:.4g}]" + (" ✂" if clipped[i]
+frame["interval"] = [f"[{num(shown_lower[i])}, {num(shown_upper[i])}]" + (" ✂" if clipped[i]
                                                                        else "")
                      for i in positions_in_frame]
 cols = st.columns(4)
-cols[0].metric("Flagged", f"{len(frame)} of {len(e.width)}", help=f"width > {threshold:.4g}")
+cols[0].metric("Flagged", f"{len(frame)} of {len(e.width)}", help=f"width > {num(threshold)}")
 cols[1].metric("Reviewed", f"{int(frame['reviewed'].sum())}")
 warned = int((frame["total_view"] != "agrees").sum())
 cols[2].metric("Total view hides or flips a driver", f"{warned}")
-cols[3].metric("Threshold", f"{threshold:.4g}")
+cols[3].metric("Threshold", num(threshold))
 
 if frame.empty:
     if summaries.widths_tied(e.width):
@@ -97,7 +104,7 @@ st.dataframe(
                   "prediction", "reviewed_at"],
     column_config={
         "patient_id": st.column_config.TextColumn("patient", pinned=True),
-        "width": st.column_config.NumberColumn("width", format="%.4g"),
+        "width": st.column_config.NumberColumn("width", format=table_format(width_scale)),
         "status": st.column_config.TextColumn("status", help="reviewed, or open (not reviewed "
                                                              "yet, or reopened)"),
         "note": st.column_config.TextColumn("note", width="medium"),
@@ -106,16 +113,18 @@ st.dataframe(
             help="'total hides x': x widens this interval most, but the usual (total) "
                  f"explanation does not list it among its top {summaries.TOTAL_TOP}. 'total "
                  "flips x': the total shows x as narrowing although it widens. The full "
-                 "sentence is under 'Mark a case reviewed'."),
+                 "sentence is under 'Mark a case reviewed'. A feature whose "
+                 "calibration-driven direction is not settled (marked ? on the Patient page) "
+                 "raises no warning."),
         "width_percentile": st.column_config.NumberColumn("percentile", format="%.0f"),
         "interval": st.column_config.TextColumn(
             "interval", help="✂: clipped to what the outcome can be; the width is the "
                              "model's unclipped width."),
-        "prediction": st.column_config.NumberColumn(format="%.4g"),
+        "prediction": st.column_config.NumberColumn(format=table_format(width_scale)),
         "top_instance_driver": st.column_config.TextColumn("widened most by",
                                                            help="The feature whose own value "
                                                                 "widens this interval most."),
-        "instance_part": st.column_config.NumberColumn("by", format="%.3g"),
+        "instance_part": st.column_config.NumberColumn("by", format=table_format(width_scale)),
         "top_calibration_driver": "widened most through the calibration set by",
         "reviewed_at": "reviewed at",
     },
@@ -125,6 +134,12 @@ if one_calibration_driver and calibration_drivers:
     st.caption(markdown_text(
         f"Through the calibration set, {feature} widens every flagged patient's interval most."))
 st.caption(f"{len(shown)} of {len(frame)} flagged cases shown. Click a column header to sort.")
+unsettled_cases = int(frame["unsettled_driver"].sum())
+if unsettled_cases:
+    st.caption(f"{unsettled_cases} flagged {'case has' if unsettled_cases == 1 else 'cases have'}"
+               " a driver whose calibration-driven direction is not settled (another "
+               "calibration set could reverse it): what the total does to that driver is not "
+               "counted as a warning.")
 
 st.subheader("Mark a case reviewed")
 case_positions = [int(p) for p in summaries.sort_queue(frame, order)["position"]]
@@ -135,7 +150,7 @@ ids = report.patient_ids
 def case_label(position: int) -> str:
     review = latest.get(str(ids[position]))
     done = " · reviewed" if review and review.status == "reviewed" else ""
-    return f"{ids[position]} · width {e.width[position]:.4g}{done}"
+    return f"{ids[position]} · width {num(e.width[position])}{done}"
 
 
 position = st.selectbox("Case", case_positions, key="review_patient", format_func=case_label)

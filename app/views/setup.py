@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
-from app import planning, state
+from app import planning, state, widgets
 from app.text import markdown_text
 from core import FAMILIES, MODELS, target_values
 from core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
@@ -191,7 +191,8 @@ if run is not None:
     if done is not None:
         n = len(done.report.patient_ids)
         st.success(f"Results for {n} patients ({markdown_text(run.dataset_name)}; "
-                   f"{run.options.model}, {run.options.family}, α = {run.alpha:g}, "
+                   f"{markdown_text(planning.run_model_name())}, {run.options.family}, "
+                   f"α = {run.alpha:g}, "
                    f"{run.method}).")
         if done.study.warnings:
             st.warning("\n".join(f"- {markdown_text(w)}" for w in done.study.warnings))
@@ -203,3 +204,4 @@ if run is not None:
         cols[0].page_link("views/cohort.py", label="Cohort", icon=":material/groups:")
         cols[1].page_link("views/patient.py", label="Patient", icon=":material/person:")
         cols[2].page_link("views/queue.py", label="Review queue", icon=":material/checklist:")
+        widgets.results_preview(done)

@@ -95,3 +95,16 @@ def test_refusals_name_the_problem(tmp_path: Path) -> None:
         sources.read_model_upload("f", name, content, small)
     with pytest.raises(CpdecompError, match="at least one model file"):
         sources.model_upload(csv, {})
+
+
+def test_the_run_names_the_users_model_not_the_unused_built_in(tmp_path: Path) -> None:
+    import xgboost
+
+    from app import planning
+
+    table, x, y = cohort()
+    point = xgboost.XGBRegressor(n_estimators=5, n_jobs=1).fit(x, y)
+    dataset = sources.model_upload(("ward.csv", table.to_csv(index=False).encode()),
+                                   {"f": saved(point, tmp_path / "f.json")})
+    assert planning.model_name("gbm", dataset.models) == "your model: XGBoost"
+    assert planning.model_name("gbm", None) == "gbm"

@@ -20,6 +20,7 @@ from app import charts, sources
 from app.reading import patient_reading
 from app.reviews import ReviewStore
 from app.state import CALIBRATION_BOOTSTRAP
+from app.text import people_number
 from core import prepare_study
 
 
@@ -137,15 +138,17 @@ def test_what_if_follows_the_edit_and_resets() -> None:
     study, report = independent_report(at)
     original = report.feature_values.iloc[[0]].copy()
     assert box(at, "bmi").value == f"{original['bmi'].iloc[0]:g}"
-    assert edited_metric(at, "Edited width") == f"{report.explanation.width[0]:.4g}"
+    scale = report.explanation.base_width  # the one rounding rule: the featureless width's
+    assert edited_metric(at, "Edited width") == people_number(report.explanation.width[0], scale)
 
     box(at, "bmi").input("35").run()
     assert errors(at) == []
     edited = original.copy()
     edited["bmi"] = 35.0
     lower, upper = study.system.predict_interval(edited, report.explanation.alpha)
-    assert edited_metric(at, "Edited interval") == f"[{lower[0]:.4g}, {upper[0]:.4g}]"
-    assert edited_metric(at, "Edited width") == f"{upper[0] - lower[0]:.4g}"
+    assert edited_metric(at, "Edited interval") == (f"[{people_number(lower[0], scale)}, "
+                                                    f"{people_number(upper[0], scale)}]")
+    assert edited_metric(at, "Edited width") == people_number(upper[0] - lower[0], scale)
     assert any("**Changed:** bmi" in m.value for m in at.markdown)
     bars = figures(at)[-1]
     # The three panels of the edited patient: total = calibration + instance, adding up to the
@@ -157,7 +160,8 @@ def test_what_if_follows_the_edit_and_resets() -> None:
 
     at.button(key="whatif_reset").click().run()
     assert box(at, "bmi").value == f"{original['bmi'].iloc[0]:g}"
-    assert edited_metric(at, "Edited width") == f"{report.explanation.width[0]:.4g}"
+    scale = report.explanation.base_width  # the one rounding rule: the featureless width's
+    assert edited_metric(at, "Edited width") == people_number(report.explanation.width[0], scale)
     assert any("**Changed:** nothing yet" in m.value for m in at.markdown)
 
 
@@ -189,7 +193,8 @@ def test_what_if_starts_again_from_another_patient() -> None:
     assert errors(at) == []
     _, report = independent_report(at)
     assert box(at, "bmi").value == f"{report.feature_values['bmi'].iloc[3]:g}"
-    assert edited_metric(at, "Edited width") == f"{report.explanation.width[3]:.4g}"
+    assert edited_metric(at, "Edited width") == people_number(report.explanation.width[3],
+                                                              report.explanation.base_width)
 
 
 def test_the_case_summary_carries_the_intervals_and_the_mark() -> None:

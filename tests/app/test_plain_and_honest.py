@@ -102,11 +102,37 @@ def test_the_background_shown_is_the_one_used() -> None:
 
 
 def test_numbers_are_rounded_for_people() -> None:
-    assert [reading.people_number(v) for v in (26.43, 7.94, 0.3412, 0.002671, 1234.5, 0)] == [
-        "26.4", "7.9", "0.34", "0.0027", "1,234", "0"]
-    assert reading.people_number(-2.9, signed=True) == "−2.9"
-    assert reading.people_number(3.9, signed=True) == "+3.9"
-    assert charts.format_value(0.00267) == "+0.00267" and "e" not in charts.format_value(1e-7)
+    # On their own: three significant figures, never e-notation, thousands grouped.
+    assert [text.people_number(v) for v in (26.43, 7.94, 0.3412, 0.002671, 1234.6, 0)] == [
+        "26.4", "7.94", "0.341", "0.00267", "1,235", "0"]
+    assert text.people_number(-2.9, signed=True) == "−2.90"
+    assert text.people_number(3.9, 26.4, signed=True) == "+3.9"
+    assert "e" not in text.people_number(1e-7)
+    # At a view's width scale, one number of decimals for all: three figures of the scale.
+    assert [text.people_number(v, 262.0, signed=True) for v in (20.55, 0.681, -17.46)] == [
+        "+21", "+1", "−17"]
+    assert [text.people_number(v, 26.4, signed=True) for v in (20.55, 0.681, -0.04)] == [
+        "+20.6", "+0.7", "≈0"]  # a part that rounds to nothing is not shown as zero
+    assert [text.decimals_for(s) for s in (262.0, 26.4, 2.64, 0.053, 1e5)] == [0, 1, 2, 4, 0]
+    assert text.table_format(26.4) == "%.1f"
+
+
+def test_one_rounding_rule_across_labels_hovers_and_the_reading() -> None:
+    features = ("chf", "bmi", "age")
+    calibration, instance = np.array([0.5, 1.4, 0.1]), np.array([20.3, -4.3, 0.681])
+    total = calibration + instance
+    bars = charts.side_by_side_bars(features, calibration, instance, total, units="days",
+                                    scale=262.0)
+    labels = [label for trace in bars.data for label in trace.text]
+    assert labels and all("." not in label for label in labels)  # 262: no decimals for any
+    assert "+1" in bars.data[1].text and "+21" in bars.data[2].text  # 0.681 and 20.8
+    assert "+21" in bars.data[2].customdata[0]  # the hover says what the label says
+    waterfall = charts.width_waterfall(features, total, 262.0, 262.0 + total.sum(),
+                                       units="days")
+    assert list(waterfall.data[0].text[:2]) == ["262", "+21"]
+    paragraph = reading.patient_reading(features, calibration, instance, total,
+                                        width=262.0 + total.sum(), base_width=262.0)
+    assert "chf (+21, instance-driven)" in paragraph and "(281 vs 262)" in paragraph
 
 
 def test_the_reading_names_the_main_driver_and_a_feature_whose_parts_disagree() -> None:
@@ -117,13 +143,13 @@ def test_the_reading_names_the_main_driver_and_a_feature_whose_parts_disagree() 
     text_ = reading.patient_reading(features, calibration, instance, total,
                                     width=26.4, base_width=25.0, unit="days")
     assert text_.startswith("The interval is 1.4 days wider than for a typical patient "
-                            "(26.4 vs 25 days).")
+                            "(26.4 vs 25.0 days).")
     assert "Most of that comes from this patient's chf (+3.9 days, instance-driven)." in text_
     assert ("bmi narrows it for this patient (−4.3) but widens it through the calibration set "
             "(+1.4): the total shows only −2.9.") in text_
     fixed = reading.patient_reading(features, calibration, 0 * instance, calibration,
                                     width=20.0, base_width=22.0, has_instance_part=False)
-    assert "2 narrower" in fixed and "the same for every patient" in fixed
+    assert "2.0 narrower" in fixed and "the same for every patient" in fixed
 
 
 def test_names_are_plain_text_in_markdown_and_plotly() -> None:

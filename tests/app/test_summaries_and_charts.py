@@ -94,12 +94,12 @@ def test_one_order_for_every_chart_by_the_patients_absolute_total() -> None:
     assert waterfall.layout.xaxis.range[0] <= 0  # the waterfall's axis starts at 0
 
 
-def test_side_by_side_bars_are_three_labelled_patterned_panels() -> None:
+def test_side_by_side_bars_are_three_labelled_panels() -> None:
     fig = charts.side_by_side_bars(["age", "bmi", "bp"], np.array([1.0, -2.0, 0.5]),
                                    np.array([-0.5, 3.0, 0.1]), np.array([0.5, 1.0, 0.6]),
                                    units="width", disagree=np.array([True, True, False]))
     assert [t.name for t in fig.data] == [charts.TITLES[v] for v in charts.VIEWS]
-    assert [t.marker.pattern.shape for t in fig.data] == ["/", ".", ""]
+    assert [t.marker.color for t in fig.data] == [charts.COLOURS[v] for v in charts.VIEWS]
     assert {a.text for a in fig.layout.annotations} == set(charts.PANEL_TITLES.values())
     assert fig.layout.showlegend  # the legend names each part in full
     assert "age ⇄" in fig.data[0].y and "bp" in fig.data[0].y
@@ -150,3 +150,40 @@ def test_rounding_noise_has_no_sign() -> None:
     values = np.array([[1e-13, 2.0, -0.5], [0.0, -3.0, 4.0]])
     np.testing.assert_array_equal(summaries.signs(values, np.array([2.0, 4.0])),
                                   [[0, 1, -1], [0, -1, 1]])
+
+
+def test_every_chart_passes_plotlys_validation() -> None:
+    """The charts are built without plotly's validation (it made a patient switch slow); a
+    misspelt property or a bad value must still be caught, here."""
+    import plotly.graph_objects as go
+
+    names = ["age", "bmi <b>", "a very long feature name that is cut on the axis"]
+    part = np.array([1.0, -2.0, 0.5])
+    figures = [
+        charts.side_by_side_bars(names, part, -part / 2, part / 2, units="width",
+                                 disagree=np.array([True, False, False]), values=["1", "x", ""],
+                                 calibration_range=(part - 1, part + 1)),
+        charts.side_by_side_bars(names, part, part, 2 * part, units="width",
+                                 errors=(part / 10, part / 10, part / 10)),
+        charts.width_waterfall(names, part, 10.0, 9.0, units="width"),
+        charts.width_histogram(np.array([1.0, 2.0, 2.5]), base_width=2.0, threshold=2.2,
+                               marked=1.0),
+        charts.vector_bars(names, part, np.array([1, 0, 2]), view="calibration", units="width",
+                           title="t", span=(part - 1, part + 1)),
+        charts.vector_bars(names, part, np.array([1, 0, 2]), view="fixed", units="width",
+                           title="t"),
+        charts.instance_distribution(names, np.vstack([part, -part]), np.array([0, 1, 2]),
+                                     units="width"),
+        charts.sign_disagreement_bars(names, np.array([0.1, 0.2, 0.0]), np.zeros(3)),
+    ]
+    for figure in figures:
+        validated = go.Figure(figure.to_dict())  # raises on an unknown property or bad value
+        assert len(validated.data) == len(figure.data)
+        assert validated.layout.margin.l == figure.layout.margin.l >= 40
+
+
+def test_label_margin_holds_the_longest_label() -> None:
+    short, long = charts.label_margin(["bp"]), charts.label_margin(["bp", "x" * 26 + " ⇄"])
+    assert long > short
+    # 26 characters at 13 px, at least 0.55 em each: the margin is never the cause of a cut.
+    assert long >= 26 * 13 * 0.55

@@ -102,6 +102,11 @@ def test_upload_model_files_run_and_refuse_a_pickle(tmp_path: Path) -> None:
 
                 run_current_data(page)
                 expect(page.get_by_text("Results for 40 patients")).to_be_visible()
+                # The run is named by the user's models, not the unused built-in choice.
+                expect(page.get_by_test_id("stSidebar").get_by_text(
+                    "Last run: your models: XGBoost + LightGBM")).to_be_visible()
+                expect(page.get_by_text("Results for 40 patients")).to_contain_text(
+                    "your models: XGBoost + LightGBM")
                 open_page(page, "Patient")
                 expect(page.get_by_text("Why is patient")).to_be_visible(timeout=STEP_TIMEOUT)
                 bars = page.locator(".js-plotly-plot").first

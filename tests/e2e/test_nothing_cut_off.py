@@ -1,0 +1,146 @@
+"""Nothing cut off at 1280x720 and 1440x900, measured in a real browser.
+
+After a run on the bundled sample: on the Patient, Cohort (with a subgroup report) and Review
+queue pages no text element clips its text (scrollWidth > clientWidth where overflow hides),
+no data table needs a horizontal scroll bar except the queue's, whose patient column is pinned,
+and every text of every plotly figure (tick labels, titles, bar labels, legend) lies inside the
+figure. Screenshots of each page at both sizes go to $CPDECOMP_SCREENSHOT_DIR (default
+out/e2e/cut_off), outside git.
+
+Drives Debian's chromium through Playwright (never `playwright install`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from dashboard_driver import (
+    ROOT,
+    STEP_TIMEOUT,
+    choose,
+    launch,
+    open_page,
+    run_sample,
+    streamlit_server,
+)
+
+SCREENSHOTS = Path(os.environ.get("CPDECOMP_SCREENSHOT_DIR", ROOT / "out" / "e2e" / "cut_off"))
+VIEWPORTS = ((1280, 720), (1440, 900))
+
+pytestmark = pytest.mark.slow
+
+CLIPPED_TEXT = """(root) => {
+  // Elements whose own text is wider than their box while their overflow hides it (ellipsis or
+  // hidden): what a reader sees cut. Only elements that hold text directly are looked at.
+  const cut = [];
+  for (const el of root.querySelectorAll('*')) {
+    if (!el.offsetParent || el.closest('.js-plotly-plot, [data-testid="stDataFrame"]')) continue;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own) continue;
+    const style = getComputedStyle(el);
+    const hides = style.overflowX !== 'visible' || style.textOverflow === 'ellipsis';
+    if (hides && el.scrollWidth > el.clientWidth + 1) cut.push(el.textContent.trim().slice(0, 60));
+  }
+  return cut;
+}"""
+
+TABLES_SCROLLING = """(root) => [...root.querySelectorAll('[data-testid="stDataFrame"]')]
+  .filter(t => t.offsetParent)
+  .map(t => {
+    const scroller = t.querySelector('.dvn-scroller');
+    const scrolls = scroller && scroller.scrollWidth > scroller.clientWidth + 1;
+    return scrolls ? (t.closest('[class*="st-key-"]')?.className || 'a table') : null;
+  }).filter(x => x)"""
+
+FIGURE_TEXT_OUTSIDE = """(root) => {
+  // Every text of every figure (ticks, titles, annotations, bar labels, legend) inside the
+  // figure's own box, with a pixel of slack.
+  const outside = [];
+  let seen = 0;
+  for (const plot of root.querySelectorAll('.js-plotly-plot')) {
+    const svg = plot.querySelector('.main-svg');
+    if (!svg) continue;
+    const box = svg.getBoundingClientRect();
+    for (const text of plot.querySelectorAll('text')) {
+      if (!text.textContent.trim()) continue;
+      const r = text.getBoundingClientRect();
+      if (r.width === 0) continue;
+      seen += 1;
+      if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1
+          || r.bottom > box.bottom + 1) outside.push(text.textContent.trim().slice(0, 40));
+    }
+  }
+  return [outside, seen];
+}"""
+
+
+def assert_nothing_cut(page, where: str, figures: bool = True) -> None:
+    main = page.get_by_test_id("stMain").element_handle()
+    assert page.evaluate(CLIPPED_TEXT, main) == [], f"{where}: text cut off"
+    outside, seen = page.evaluate(FIGURE_TEXT_OUTSIDE, main)
+    assert outside == [], f"{where}: figure text outside its figure"
+    if figures:  # the check saw the charts' texts
+        assert seen >= 20, f"{where}: only {seen} figure texts found"
+
+
+def wait_for_figures(page, count: int) -> None:
+    page.wait_for_function(
+        f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {count}",
+        timeout=STEP_TIMEOUT)
+    page.wait_for_timeout(500)
+
+
+def shoot(page, name: str, width: int, height: int, scroll_to=None) -> None:
+    if scroll_to is not None:
+        scroll_to.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}_{width}x{height}.png"))
+
+
+def test_no_text_is_cut_off_in_the_key_panels() -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    from playwright.sync_api import expect, sync_playwright
+
+    folder = Path(tempfile.mkdtemp(prefix="cpdecomp-cut-off-"))
+    environment = {**os.environ, "CPDECOMP_REVIEW_DB": str(folder / "reviews.sqlite3"),
+                   "CPDECOMP_CACHE_DIR": str(folder / "cache")}
+    with sync_playwright() as playwright, \
+            streamlit_server(environment, folder / "server.log") as (url, _):
+        browser = launch(playwright)
+        try:
+            for width, height in VIEWPORTS:
+                page = browser.new_page(viewport={"width": width, "height": height})
+                run_sample(page, url)
+
+                open_page(page, "Patient")
+                expect(page.get_by_text("Why is patient")).to_be_visible(timeout=STEP_TIMEOUT)
+                wait_for_figures(page, 2)
+                assert_nothing_cut(page, f"Patient at {width}x{height}")
+                assert page.evaluate(TABLES_SCROLLING,
+                                     page.get_by_test_id("stMain").element_handle()) == []
+                shoot(page, "patient", width, height)
+
+                open_page(page, "Cohort")
+                wait_for_figures(page, 4)
+                choose(page, "subgroup_feature", "bmi")
+                subgroup = page.locator(".st-key-subgroup_report")
+                expect(subgroup.get_by_test_id("stDataFrame")).to_be_visible(
+                    timeout=STEP_TIMEOUT)
+                page.wait_for_timeout(500)
+                assert_nothing_cut(page, f"Cohort at {width}x{height}")
+                # The subgroup table shows every column without a scroll bar.
+                assert page.evaluate(TABLES_SCROLLING, subgroup.element_handle()) == [], (
+                    f"the subgroup table scrolls at {width}x{height}")
+                shoot(page, "cohort_subgroups", width, height, scroll_to=subgroup)
+
+                open_page(page, "Review queue")
+                expect(page.get_by_text("Mark a case reviewed")).to_be_visible(
+                    timeout=STEP_TIMEOUT)
+                assert_nothing_cut(page, f"Review queue at {width}x{height}", figures=False)
+                shoot(page, "queue", width, height)
+                page.close()
+        finally:
+            browser.close()
