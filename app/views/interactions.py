@@ -14,7 +14,7 @@ import streamlit as st
 
 from app import charts, widgets
 from app.state import Results, units_label
-from app.text import markdown_text, plotly_text
+from app.text import decimals_for, markdown_text, plotly_text, table_format
 from core.attribution import MAX_EXACT_PLAYERS, METHOD_LABELS
 from core.interactions import VIEWS, Interactions
 
@@ -94,7 +94,7 @@ def heat_maps(interactions: Interactions) -> go.Figure:
             type="heatmap", z=sizes[view], x=labels, y=labels, zmin=0, zmax=top,
             colorscale=[[0, "#FFFFFF"], [1, charts.COLOURS[view]]], showscale=False,
             xaxis=f"x{suffix}", yaxis=f"y{suffix}", customdata=names, xgap=1, ygap=1,
-            hovertemplate="%{customdata}: %{z:.3g} on average<extra>"
+            hovertemplate=f"%{{customdata}}: %{{z:.{decimals_for(top)}f}} on average<extra>"
                           + charts.PANEL_TITLES[view] + "</extra>",
         ))
         layout[f"xaxis{suffix}"] = {"domain": domain, "anchor": f"y{suffix}", "tickangle": -45,
@@ -136,10 +136,14 @@ def render(results: Results) -> None:
         interactions = computed(results)
         units = units_label(results)
         with st.container(key="interactions_panel"):
-            st.dataframe(
-                pairs_table(interactions), hide_index=True,
-                column_config={view: st.column_config.NumberColumn(format="%.3g")
-                               for view in ("Calibration-driven", "Instance-driven", "Total")})
+            table = pairs_table(interactions)
+            parts = ("Calibration-driven", "Instance-driven", "Total")
+            # The one rounding rule, on this table's own scale (its largest value): pairs are
+            # smaller than the bars, and the bars' decimals would round most of them to 0.
+            largest = float(np.nanmax(np.abs(table[list(parts)].to_numpy(dtype=float))))
+            st.dataframe(table, hide_index=True, column_config={
+                part: st.column_config.NumberColumn(format=table_format(largest))
+                for part in parts})
             st.caption(f"The {TOP_PAIRS} strongest pairs by the total, in "
                        f"{markdown_text(units)} (the size of the joint effect, averaged over "
                        "the patients, whatever its direction). 'Together they' says whether "
