@@ -21,6 +21,7 @@ from app.text import people_number
 from core import FAMILIES, MODELS
 from core.attribution import METHOD_LABELS
 from core.decomposition import Decomposition
+from core.missing import is_missing
 
 T = TypeVar("T")
 
@@ -82,7 +83,7 @@ def calibration_range(d: Decomposition, position: int
 
 def display_value(value: object) -> str:
     """A feature value as text: numbers to 6 significant digits, missing as empty."""
-    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+    if is_missing(value):
         return ""
     if isinstance(value, bool | np.bool_):
         return str(bool(value))

@@ -27,6 +27,7 @@ from app.reviews import ReviewStore, configured_location
 from app.sources import Dataset
 from core import FAMILIES, Report, Study, StudyOptions, prepare_study, target_values
 from core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS, build_design
+from core.bounded import BoundedCache
 from core.cancel import Cancelled, cancellable, checkpoint
 from core.coalitions import MAX_PLAYERS
 from core.decomposition import Units
@@ -224,8 +225,8 @@ def run_config(dataset: Dataset) -> RunConfig:
     # Quantile models are fitted at alpha/2 and 1 - alpha/2, as the command line does; the
     # other families ignore the level, so pinning it keeps their fitted study cached when
     # alpha changes.
-    uses_quantiles = bool({"lo", "hi"} & set(FAMILIES[family].components))
-    quantile_alpha = alpha if uses_quantiles else _OPTION_DEFAULTS.quantile_alpha
+    quantile_alpha = (alpha if FAMILIES[family].uses_quantile_level
+                      else _OPTION_DEFAULTS.quantile_alpha)
     options = StudyOptions(
         target=target, id_column=id_column, features=features, family=family,
         model=str(state["model"]), seed=int(state["seed"]), quantile_alpha=quantile_alpha,
@@ -250,7 +251,7 @@ class StudyHandle:
 
     def __init__(self, study: Study) -> None:
         self.study = study
-        self._reports: dict[tuple, Report] = {}
+        self._reports: BoundedCache[tuple, Report] = BoundedCache(MAX_REPORTS)
         self._claims: dict[tuple, threading.Event] = {}
         """Reports being computed, each with the event its computation sets when it ends."""
         self._lock = threading.Lock()
@@ -268,9 +269,7 @@ class StudyHandle:
         return report
 
     def _publish(self, key: tuple, report: Report) -> Report:
-        if len(self._reports) >= MAX_REPORTS:
-            self._reports.pop(next(iter(self._reports)))
-        self._reports[key] = report
+        self._reports[key] = report  # the oldest report goes past MAX_REPORTS
         return report
 
     def report(self, method: str, alpha: float, units: Units, budget: int | None,

@@ -17,6 +17,7 @@ from app.state import CALIBRATION_BOOTSTRAP, Results
 from core.decomposition import in_units
 from core.errors import CpdecompError
 from core.explainer import Explanation
+from core.missing import is_missing
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,7 @@ def original_values(results: Results, position: int) -> dict[str, object]:
     values: dict[str, object] = {}
     for field in fields(results):
         value = row[field.name]
-        missing = value is None or value is pd.NA or (isinstance(value, float)
-                                                      and np.isnan(value))
-        if missing:
+        if is_missing(value):
             values[field.name] = None
         elif field.categories is None:
             values[field.name] = float(value)
