@@ -87,18 +87,30 @@ def stored_bytes(path: Path) -> int:
     return sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
 
 
+MEASURER = """
+import json, os, subprocess, sys
+argv, env, cwd = json.loads(sys.argv[1])
+process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                           cwd=cwd)
+stderr = process.stderr.read().decode("utf-8", "replace")
+_, status, usage = os.wait4(process.pid, 0)
+print(json.dumps([os.waitstatus_to_exitcode(status), stderr, usage.ru_maxrss]))
+"""
+"""Runs the measured command from a small process of its own: Linux carries the high-water
+mark of the address space a child was forked or vforked from into the child's ru_maxrss, so a
+command started straight from a pytest worker that had grown (it writes the bombs, among
+other tests' work) reported the worker's peak, not its own."""
+
+
 def peak_rss_of_command(argv: list[str]) -> tuple[int, str, float]:
     """Run a command (with this worktree's code); return its exit status, its stderr and its
     peak resident memory in MiB (ru_maxrss of that one child, from wait4: it sees Arrow's
     allocations, which tracemalloc does not)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env=env, cwd=ROOT)
-    assert process.stderr is not None
-    stderr = process.stderr.read().decode("utf-8", "replace")
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
-    return process.returncode, stderr, usage.ru_maxrss / 1024
+    done = subprocess.run([sys.executable, "-c", MEASURER, json.dumps([argv, env, str(ROOT)])],
+                          capture_output=True, text=True, check=True)
+    status, stderr, maxrss_kib = json.loads(done.stdout)
+    return status, stderr, maxrss_kib / 1024
 
 
 def peak_rss_of_upload(path: Path, *, warm_up: Path) -> dict[str, object]:
