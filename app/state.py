@@ -299,13 +299,21 @@ class StudyHandle:
             # Finished (then found above) or stopped (then claimed by this session): look again.
         done: Report | None = None
         try:
+            # One core call: it computes the calibration game before its first chunk of
+            # patients, so the stage changes when that chunk is done.
             stage(STAGES[1])
-            # The calibration game, computed and cached by explaining one patient.
-            self.study.explain(method=method, alpha=alpha, budget=budget, rows=[0],
-                               calibration_bootstrap=CALIBRATION_BOOTSTRAP)
-            stage(STAGES[2])
+            explaining = False
+
+            def chunk_done(finished: int, total: int) -> None:
+                nonlocal explaining
+                if not explaining:
+                    explaining = True
+                    stage(STAGES[2])
+                if progress is not None:
+                    progress(finished, total)
+
             done = self.study.explain(
-                method=method, alpha=alpha, units=units, budget=budget, progress=progress,
+                method=method, alpha=alpha, units=units, budget=budget, progress=chunk_done,
                 calibration_bootstrap=CALIBRATION_BOOTSTRAP, fixed_quantile=True)
         finally:
             with self._lock:
