@@ -24,6 +24,9 @@ import pandas as pd
 from core.versions import library_versions
 from experiments import decision_task, figures, identity_grid, sign_opposition, summary
 from experiments.config import FULL, QUICK, ExperimentConfig
+from experiments.decision_task import DecisionResults
+from experiments.identity_grid import GridResults
+from experiments.sign_opposition import SignResults
 from experiments.verdicts import all_verdicts
 
 CACHE_ENV = "CPDECOMP_CACHE_DIR"
@@ -102,11 +105,18 @@ def run_config(out_dir: Path, config: ExperimentConfig, seed: int = 0,
             "claim1_calibration_signs.csv": sign.calibration_signs,
         })
     say("writing tables and report")
+    # Wall time depends on what else the machine runs; CPU time of this process does not.
+    cpu = time.process_time() - cpu_started
+    return publish(out_dir, config, seed, sign, decision, grid, timings, cpu, list(tables))
+
+
+def publish(out_dir: Path, config: ExperimentConfig, seed: int, sign: SignResults,
+            decision: DecisionResults, grid: GridResults, timings: dict[str, float],
+            cpu: float, tables: list[str]) -> dict:
+    """Verdicts, summary.md, report.html and run.json from the three claims' results."""
     verdicts = all_verdicts(sign, decision, grid)
     versions = library_versions()
     total = sum(timings.values())
-    # Wall time depends on what else the machine runs; CPU time of this process does not.
-    cpu = time.process_time() - cpu_started
     header = [
         f"Command: `{command_line(config, seed)}` ({config.name} configuration, seed {seed}); "
         f"ran in {total / 60:.1f} min wall clock, {cpu / 60:.1f} min CPU time of this process, "
