@@ -358,6 +358,9 @@ def _percentiles(values: FloatArray, tail: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
+INSTANCE_NOT_RULE = "instance (rule not met)"
+"""A unit where the instance view is better on some score and worse on none, but the rule does
+not hold (its false reassurance is not lower than the total's)."""
 GUARDED = ("false_alarm_pairs", "low_flagged")
 """Scores the two-view reading must not be worse on (with matched-budget recall)."""
 
@@ -409,10 +412,13 @@ def rule_units(scores: pd.DataFrame, tests: pd.DataFrame) -> pd.DataFrame:
                 winner = "total"
             elif "second" in against_fixed and "first" not in against_fixed:
                 winner = "fixed-q̂"
-            elif any(v != "no difference" for v in (*against_total, *against_fixed)):
-                winner = "mixed"
             else:
-                winner = "none"
+                found = {*against_total, *against_fixed} - {"no difference"}
+                # "first": the instance view better. One-way differences in its favour that
+                # miss the rule (e.g. fewer false alarms, equal false reassurance) are not
+                # "mixed": that label is for differences both ways.
+                winner = ("mixed" if found == {"first", "second"} else
+                          INSTANCE_NOT_RULE if found == {"first"} else "none")
             row = {**labels, "role": role, "phi_C": phi_row["estimate"],
                    "phi_C_low": phi_row["low"], "phi_C_high": phi_row["high"], "side": side,
                    "holds_instance": holds["instance"], "holds_joint": holds["joint"],

@@ -125,6 +125,18 @@ def test_a_constructed_case_where_the_total_wins_is_reported_as_the_total_winnin
     assert any(line.startswith("the claim loses in 2 units") for line in verdict.evidence)
 
 
+def test_one_way_gains_of_the_instance_view_off_the_rule_are_not_called_mixed():
+    def fewer_alarms(truth, high, rng):
+        total = base(truth, rng)
+        instance = total.copy()
+        total[:, 2] = 0.5  # the total shows a mean-only feature raising every width
+        return views(instance, total)
+
+    units, verdict = judged(constructed("|β|=0.8 same", fewer_alarms))
+    assert set(units["winner"]) == {dt.INSTANCE_NOT_RULE}
+    assert not units["holds_instance"].any() and verdict.status == "not reproduced"
+
+
 def test_the_rule_passes_only_when_the_instance_view_wins_on_both_sides_of_phi_c():
     def instance_wins(roles_hidden):
         def make(truth, high, rng):
