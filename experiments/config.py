@@ -1,5 +1,8 @@
 """How big a reproduction run is: resplits, alphas, data sets, bootstrap replicates.
 
+FULL's claim-2 size is the preregistration's amended design (experiments/
+claim2_preregistration.md): 10 outcome draws per cell, not 20, for compute.
+
 `FULL` produced the results committed under docs/results; `QUICK` is the CI-sized run of
 `cpdecomp reproduce --quick`; `TINY` only proves the pipeline runs end to end (tests).
 """
@@ -7,8 +10,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-
-import numpy as np
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,8 @@ class ExperimentConfig:
     name: str
     resplits: int
     """Seeded train/calibration/test resplits per data set (claims 1 and 2)."""
-    decision_resplits: int
-    """Resplits of the clinical decision task, each with a fresh simulated outcome."""
+    decision_draws: int
+    """Outcome draws per cell of claim 2's factorial design (each a fresh outcome, split, fit)."""
     alphas: tuple[float, ...]
     sign_datasets: tuple[str, ...]
     """Real samples for claim 1 (the synthetic cohort is always added)."""
@@ -53,9 +54,14 @@ class ExperimentConfig:
     synthetic_rows: int = 2000
     max_rows: int | None = None
     """Subsample every table to this many rows (the tiny test configuration only)."""
-    thresholds: tuple[float, ...] = (0.0, float(np.log(1.25)), float(np.log(1.5)))
-    """Natural decision thresholds on the log scale: a feature shown raising the width at all,
-    by ≥ 25 %, by ≥ 50 %."""
+    decision_settings: tuple[str, ...] = (
+        "|β|=0", "|β|=0.4 same", "|β|=0.4 opposite", "|β|=0.8 same", "|β|=0.8 opposite",
+        "null (homoscedastic)")
+    """Claim 2's mean-effect settings (experiments.decision_task.SETTINGS)."""
+    decision_n_cal: tuple[int, ...] = (100, 500, 2000)
+    decision_models: tuple[str, ...] = ("gbm", "linear")
+    decision_train: int = 1000
+    decision_test: int = 500
     budgets: tuple[float, ...] = (0.15, 0.30)
     """Matched flagging budgets: share of patients flagged by every rule."""
     high_uncertainty_share: float = 0.15
@@ -64,32 +70,41 @@ class ExperimentConfig:
         return replace(self, **changes)
 
 
+PRIMARY_ALPHA = 0.1
+"""The α the verdicts judge (the other α levels are reported)."""
+
 REAL_DATASETS = ("diabetes", "actg175", "rand_hie")
 
 FULL = ExperimentConfig(
-    name="full", resplits=12, decision_resplits=20, alphas=(0.05, 0.1, 0.2),
+    name="full", resplits=12, decision_draws=10, alphas=(0.05, 0.1, 0.2),
     sign_datasets=REAL_DATASETS, sign_families=("normalized", "cqr"),
     grid_datasets=("diabetes", "actg175"), grid_patients=50, grid_rows=800, grid_background=32,
     bootstrap=2000,
 )
 
 QUICK = ExperimentConfig(
-    name="quick", resplits=3, decision_resplits=4, alphas=(0.05, 0.1, 0.2),
+    name="quick", resplits=3, decision_draws=5, alphas=(0.05, 0.1, 0.2),
     sign_datasets=REAL_DATASETS, sign_families=("normalized", "cqr"),
     grid_datasets=("diabetes", "actg175"), grid_patients=10, grid_rows=400, grid_background=16,
     bootstrap=300,
     synthetic_rows=1000,
+    # Claim 2: a handful of cells (both sides of phi_C's sign and the null), 5 draws (the
+    # fewest that give a p-value, decision_task.MIN_DRAWS).
+    decision_settings=("|β|=0", "|β|=0.8 same", "null (homoscedastic)"),
+    decision_n_cal=(500,), decision_models=("gbm",),
     # CI-sized: a 200-row background and 100 bootstrap replicates keep the run to minutes; at
     # 3 resplits its claim-1 verdict has little power anyway (only the full run's counts).
     sign_background=200, calibration_bootstrap=100,
 )
 
 TINY = ExperimentConfig(
-    name="tiny", resplits=2, decision_resplits=2, alphas=(0.1, 0.2),
+    name="tiny", resplits=2, decision_draws=2, alphas=(0.1, 0.2),
     sign_datasets=("diabetes",), sign_families=("normalized",),
     grid_datasets=("diabetes",), grid_patients=3, grid_rows=200, grid_background=8, bootstrap=50,
     synthetic_rows=400, max_rows=400, background=16, sign_background=16, null_noise=5,
     null_permuted=1, sign_budget=8, calibration_bootstrap=50,
+    decision_settings=("|β|=0.8 same", "null (homoscedastic)"), decision_n_cal=(100,),
+    decision_models=("linear",), decision_train=300, decision_test=200,
 )
 
 CONFIGS = {config.name: config for config in (FULL, QUICK, TINY)}

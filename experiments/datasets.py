@@ -15,7 +15,6 @@ import pandas as pd
 from core.workflow import Study, StudyOptions, prepare_study
 from experiments.config import ExperimentConfig
 from sample_data import SAMPLES, load_sample
-from sample_data.semisynthetic import SemiSyntheticData, make_semisynthetic
 from sample_data.synthetic import SyntheticData, make_synthetic
 
 
@@ -59,23 +58,6 @@ def synthetic_problem(rows: int, seed: int) -> tuple[Problem, SyntheticData]:
     """A freshly drawn synthetic cohort and its generator (for the ground truth)."""
     data = make_synthetic(rows, seed=seed)
     return Problem("synthetic", data.table, "y", "patient_id", "synthetic"), data
-
-
-def semisynthetic_problem(seed: int, max_rows: int | None = None
-                          ) -> tuple[Problem, SemiSyntheticData]:
-    """The ACTG 175 covariates with a freshly simulated outcome, and its ground truth."""
-    data = make_semisynthetic(seed=seed)
-    if max_rows is not None and len(data.table) > max_rows:
-        rng = np.random.default_rng((seed, 7))
-        keep = np.sort(rng.choice(len(data.table), size=max_rows, replace=False))
-        data = SemiSyntheticData(
-            data.table.iloc[keep].reset_index(drop=True), data.features, data.true_sigma[keep],
-            data.contributions.iloc[keep].reset_index(drop=True), data.mean_effects,
-            data.noise_effects, data.standardization,
-        )
-    table = data.table.astype({"patient_id": str})
-    problem = Problem("actg175_semisynthetic", table, "outcome", "patient_id", "semi-synthetic")
-    return problem, data
 
 
 def positions_of(problem: Problem, patient_ids: list) -> np.ndarray:

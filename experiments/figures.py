@@ -16,19 +16,17 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from experiments.config import PRIMARY_ALPHA
 from experiments.decision_task import DecisionResults
 from experiments.identity_grid import GridResults
 from experiments.sign_opposition import AGGREGATES, NULL_POOLED, POOLED, SignResults
 
-PRIMARY_ALPHA = 0.1
 METRIC_LABELS = {
     "opposite": "φ_C and φ_I opposite (settled signs)",
     "opposite_sizeable": "opposite, both ≥ 5 % of width",
     "reversed": "φ_T and φ_I opposite",
     "cancelled": "total cancels a sizeable φ_I",
 }
-COLORS = {"total": "#d62728", "instance": "#1f77b4", "both views": "#2ca02c",
-          "width (no attribution)": "#7f7f7f"}
 
 
 def _at_alpha(frame: pd.DataFrame, alpha: float = PRIMARY_ALPHA) -> pd.DataFrame:
@@ -137,22 +135,28 @@ def reversal_scatter(results: SignResults, columns: int = 3) -> go.Figure:
     return figure
 
 
-def decision_metrics(results: DecisionResults) -> go.Figure:
-    """Each view's recall, driver-recall and false reassurance on H, with paired intervals."""
-    m = _at_alpha(results.metrics)
-    m = m[m["metric"].isin(["recall", "driver_recall", "false_reassurance"])]
-    m = m.assign(label=m["metric"] + np.where(m["setting"] == "-", "", " " + m["setting"]))
+def decision_units(results: DecisionResults) -> go.Figure:
+    """False reassurance, instance − total, per unit at α = 0.1, coloured by φ_C's side."""
+    units = results.units
     figure = go.Figure()
-    for view, part in m.groupby("view", sort=False):
-        figure.add_bar(
-            name=view, x=part["label"], y=part["estimate"], marker_color=COLORS.get(view),
+    if units.empty:
+        return figure
+    colors = {"negative": "#1f77b4", "positive": "#d62728", "near zero": "#7f7f7f"}
+    for side, part in units.groupby("side", sort=False):
+        labels = [f"{r.model} n={int(r.n_cal)} {r.setting} {r.role}" for r in part.itertuples()]
+        figure.add_scatter(
+            x=labels, y=part["FR_instance_minus_total"], mode="markers", name=f"φ_C {side}",
+            marker={"color": colors.get(side, "#000000"), "size": 8},
             error_y={"type": "data", "symmetric": False,
-                     "array": part["high"] - part["estimate"],
-                     "arrayminus": part["estimate"] - part["low"]},
-        )
-    figure.update_layout(barmode="group", yaxis_tickformat=".0%", height=450,
-                         title="Claim 2: semi-synthetic decision task on the high-uncertainty "
-                         "15 % (α = 0.1), paired bootstrap 95% intervals")
+                     "array": part["FR_instance_minus_total_high"]
+                     - part["FR_instance_minus_total"],
+                     "arrayminus": part["FR_instance_minus_total"]
+                     - part["FR_instance_minus_total_low"]})
+    figure.add_hline(y=0, line_dash="dot")
+    figure.update_layout(height=560, yaxis_tickformat=".0%", xaxis_tickangle=-60,
+                         title="Claim 2: false reassurance, instance − total, per unit (α = 0.1)",
+                         yaxis_title="below 0: instance reassures less<br>(95 % paired "
+                         "bootstrap over draws)")
     return figure
 
 

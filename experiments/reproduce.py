@@ -24,6 +24,9 @@ import pandas as pd
 from core.versions import library_versions
 from experiments import decision_task, figures, identity_grid, sign_opposition, summary
 from experiments.config import FULL, QUICK, ExperimentConfig
+from experiments.decision_task import DecisionResults
+from experiments.identity_grid import GridResults
+from experiments.sign_opposition import SignResults
 from experiments.verdicts import all_verdicts
 
 CACHE_ENV = "CPDECOMP_CACHE_DIR"
@@ -69,37 +72,51 @@ def run_config(out_dir: Path, config: ExperimentConfig, seed: int = 0,
     out_dir.mkdir(parents=True, exist_ok=True)
     timings = {}
     cpu_started = time.process_time()
+    # Each claim's tables are written as soon as it finishes, so a run stopped part way
+    # leaves the finished claims' tables (run.json and summary.md come at the end).
+    tables: dict[str, pd.DataFrame] = {}
+
+    def finished(claim: str, started: float, produced: dict[str, pd.DataFrame]) -> None:
+        timings[claim] = time.perf_counter() - started
+        for name, table in produced.items():
+            write_csv(table, out_dir / name)
+        tables.update(produced)
+
     with memory_only_game_cache():
         started = time.perf_counter()
-        sign = sign_opposition.run(config, seed, say)
-        timings["claim 1"] = time.perf_counter() - started
-        started = time.perf_counter()
         decision = decision_task.run(config, seed, say)
-        timings["claim 2"] = time.perf_counter() - started
+        finished("claim 2", started, {
+            "claim2_scores.csv": decision.scores,
+            "claim2_comparisons.csv": decision.comparisons,
+            "claim2_units.csv": decision.units,
+            "claim2_calibration_offsets.csv": decision.offsets,
+        })
         started = time.perf_counter()
         grid = identity_grid.run(config, seed, say)
-        timings["claim 3"] = time.perf_counter() - started
+        finished("claim 3", started, {"claim3_identity_grid.csv": grid.grid,
+                                      "claim3_negative_controls.csv": grid.controls})
+        started = time.perf_counter()
+        sign = sign_opposition.run(config, seed, say)
+        finished("claim 1", started, {
+            "claim1_sign_opposition.csv": sign.summary,
+            "claim1_sign_opposition_resplits.csv": sign.raw,
+            "claim1_synthetic_check.csv": sign.check,
+            "claim1_null_subtracted.csv": sign.null_subtracted,
+            "claim1_calibration_signs.csv": sign.calibration_signs,
+        })
     say("writing tables and report")
-    verdicts = all_verdicts(sign, decision, grid)
-    tables = {
-        "claim1_sign_opposition.csv": sign.summary,
-        "claim1_sign_opposition_resplits.csv": sign.raw,
-        "claim1_synthetic_check.csv": sign.check,
-        "claim1_null_subtracted.csv": sign.null_subtracted,
-        "claim1_calibration_signs.csv": sign.calibration_signs,
-        "claim2_decision_metrics.csv": decision.metrics,
-        "claim2_decision_differences.csv": decision.differences,
-        "claim2_false_reassurance_by_driver.csv": decision.by_driver,
-        "claim2_calibration_offsets.csv": decision.per_resplit,
-        "claim3_identity_grid.csv": grid.grid,
-        "claim3_negative_controls.csv": grid.controls,
-    }
-    for name, table in tables.items():
-        write_csv(table, out_dir / name)
-    versions = library_versions()
-    total = sum(timings.values())
     # Wall time depends on what else the machine runs; CPU time of this process does not.
     cpu = time.process_time() - cpu_started
+    return publish(out_dir, config, seed, sign, decision, grid, timings, cpu, list(tables))
+
+
+def publish(out_dir: Path, config: ExperimentConfig, seed: int, sign: SignResults,
+            decision: DecisionResults, grid: GridResults, timings: dict[str, float],
+            cpu: float, tables: list[str]) -> dict:
+    """Verdicts, summary.md, report.html and run.json from the three claims' results."""
+    verdicts = all_verdicts(sign, decision, grid)
+    versions = library_versions()
+    total = sum(timings.values())
     header = [
         f"Command: `{command_line(config, seed)}` ({config.name} configuration, seed {seed}); "
         f"ran in {total / 60:.1f} min wall clock, {cpu / 60:.1f} min CPU time of this process, "
@@ -120,7 +137,7 @@ def run_config(out_dir: Path, config: ExperimentConfig, seed: int = 0,
         ("Claim 1: per feature", "", figures.per_feature_shares(sign)),
         ("Claim 1: reversals", "", figures.reversal_scatter(sign)),
         ("Claim 2: decision task", "\n".join(verdicts[1].evidence),
-         figures.decision_metrics(decision)),
+         figures.decision_units(decision)),
         ("Claim 3: identity grid", "\n".join(verdicts[2].evidence),
          figures.identity_heatmap(grid)),
         ("Claim 3: negative controls", "", figures.negative_controls(grid)),

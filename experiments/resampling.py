@@ -1,4 +1,5 @@
-"""Intervals over resplits and paired bootstrap intervals over patients."""
+"""Intervals over resplits (claim 1); claim 2's paired bootstrap over draws is in
+experiments.decision_task."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import t as t_dist
-
-from core.typing import FloatArray
 
 LEVEL = 0.95
 
@@ -57,54 +56,3 @@ def mean_interval(values: Sequence[float], level: float = LEVEL) -> Interval:
     half = float(t_dist.ppf(1 - (1 - level) / 2, values.size - 1)
                  * values.std(ddof=1) / np.sqrt(values.size))
     return Interval(mean, mean - half, mean + half)
-
-
-def stratified_indices(groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One bootstrap draw of row positions, resampling rows within each group (resplit)."""
-    picks = []
-    for group in np.unique(groups):
-        members = np.flatnonzero(groups == group)
-        picks.append(members[rng.integers(0, members.size, members.size)])
-    return np.concatenate(picks)
-
-
-Ratio = tuple[FloatArray, FloatArray]
-"""(numerator, denominator) per row: a metric is Σ numerator / Σ denominator."""
-
-
-Pair = tuple[str, str]
-
-
-def paired_bootstrap(metrics: dict[str, Ratio], groups: np.ndarray, pairs: Sequence[Pair],
-                     replicates: int, rng: np.random.Generator, level: float = LEVEL
-                     ) -> tuple[dict[str, Interval], dict[Pair, Interval]]:
-    """Ratio metrics and paired differences, all computed on the same resampled rows.
-
-    Pairing is what makes a difference between two rules meaningful: both are scored on the
-    same patients in every replicate, so patient-to-patient variation cancels.
-    """
-    def ratio(parts: Ratio, index: np.ndarray | slice) -> float:
-        denominator = parts[1][index].sum()
-        return float(parts[0][index].sum() / denominator) if denominator > 0 else np.nan
-
-    point = {name: ratio(parts, slice(None)) for name, parts in metrics.items()}
-    draws = {name: np.empty(replicates) for name in metrics}
-    for b in range(replicates):
-        index = stratified_indices(groups, rng)
-        for name, parts in metrics.items():
-            draws[name][b] = ratio(parts, index)
-    tail = (1 - level) / 2
-
-    def interval(estimate: float, values: FloatArray) -> Interval:
-        finite = values[np.isfinite(values)]
-        if finite.size == 0:
-            return Interval(estimate, np.nan, np.nan)
-        low, high = np.quantile(finite, [tail, 1 - tail])
-        return Interval(estimate, float(low), float(high))
-
-    singles = {name: interval(point[name], draws[name]) for name in metrics}
-    differences = {
-        (a, b): interval(point[a] - point[b], draws[a] - draws[b]) for a, b in pairs
-    }
-    return singles, differences
-

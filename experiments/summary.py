@@ -7,11 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from experiments.config import ExperimentConfig
+from experiments.config import PRIMARY_ALPHA, ExperimentConfig
 from experiments.decision_task import DecisionResults
 from experiments.identity_grid import GridResults
 from experiments.sign_opposition import ANY, NULL_LEVEL, NULL_POOLED, POOLED, REAL, SignResults
-from experiments.verdicts import PRIMARY_ALPHA, Verdict
+from experiments.verdicts import Verdict
 
 PNG_NOTE = ("PNG figures are not written: plotly's static export needs kaleido and a Chromium "
             "build, which cannot be installed offline here. report.html is self-contained.")
@@ -182,62 +182,63 @@ def sign_section(results: SignResults, config: ExperimentConfig) -> str:
 
 
 def decision_section(results: DecisionResults, config: ExperimentConfig) -> str:
-    m = _alpha(results.metrics)
-    views = list(dict.fromkeys(m["view"]))
-    keys = list(dict.fromkeys(zip(m["metric"], m["setting"], strict=True)))
-    rows = []
-    for metric, setting in keys:
-        row = [metric, setting]
-        for view in views:
-            hit = m[(m["view"] == view) & (m["metric"] == metric) & (m["setting"] == setting)]
-            row.append(ratio(*hit.iloc[0][["estimate", "low", "high"]]) if len(hit) else "")
-        rows.append(row)
-    d = _alpha(results.differences)
-    diff_rows = [[r["comparison"], r["metric"], r["setting"],
-                  ratio(r["estimate"], r["low"], r["high"], signed=True),
-                  "yes" if r["by_construction"] else ""]
-                 for _, r in d.iterrows()]
+    """Every unit at the primary α, then each view's scores pooled over the cells."""
+    units = results.units
     out = [
-        "## Claim 2 — semi-synthetic clinical decision task",
+        "## Claim 2 — factorial decision task (pre-registered)",
         "",
-        f"ACTG 175 covariates, simulated outcome with known noise drivers; "
-        f"{config.decision_resplits} resplits (each a fresh outcome); H = top "
-        f"{config.high_uncertainty_share:.0%} of true noise among test patients; exact Shapley, "
-        f"log units, α = {PRIMARY_ALPHA}. A patient is flagged at threshold τ when some feature "
-        "is shown raising the width by more than τ (τ = 0: at all; 0.223 = ln 1.25: by ≥ 25 %; "
-        "0.405 = ln 1.5: by ≥ 50 %). Budgets flag the same share of patients under every rule, "
-        "ranked by the largest feature push. Driver-recall: the top positive driver is a true "
-        "driver. False reassurance: a true driver shown with φ < 0. 95% paired bootstrap "
-        "intervals over patients (resampled within each resplit).",
-        "",
-        markdown_table(["metric", "setting", *views], rows),
-        "",
-        "Paired differences (percentage points). \"By construction\": the two-view reading "
-        "takes max(φ_I, φ_T) per feature, so at a fixed threshold it flags a superset of the "
-        "total's patients and can only lower false reassurance; those rows are not evidence.",
-        "",
-        markdown_table(["comparison", "metric", "setting", "difference", "by construction"],
-                       diff_rows),
+        "Design: `experiments/claim2_preregistration.md` and its dated amendment. ACTG 175 "
+        "covariates resampled with replacement, a simulated outcome whose noise drivers are "
+        f"known; settings {', '.join(config.decision_settings)}; n_cal "
+        f"{', '.join(map(str, config.decision_n_cal))}; α {', '.join(map(str, config.alphas))}; "
+        f"components {', '.join(config.decision_models)}; {config.decision_draws} outcome draws "
+        f"per cell ({config.decision_train} training, {config.decision_test} test patients). "
+        f"High-uncertainty patients: the top {config.high_uncertainty_share:.0%} of true σ. "
+        "Views: instance φ_I, total φ_T, joint min(φ_I, φ_T), fixed-q̂ (shap on the fitted "
+        "interval's width), and width ranking for recall. Intervals: paired bootstrap over "
+        f"draws ({config.bootstrap} replicates); Holm over every test at α = {PRIMARY_ALPHA}. "
+        "Every cell's scores and tests are in `claim2_scores.csv` and `claim2_comparisons.csv`.",
         "",
     ]
-    by_driver = _alpha(results.by_driver)
-    if not by_driver.empty:
-        pivot = by_driver.pivot_table(index="feature", columns="view",
-                                      values="false_reassurance")
-        pairs = by_driver.groupby("feature")["pairs"].max()
-        out += ["False reassurance by true driver (share of high-uncertainty patients for whom "
-                "the feature is a true driver but is shown as reducing uncertainty):", "",
-                markdown_table(["feature", "pairs", *pivot.columns],
-                               [[f, int(pairs[f])] + [f"{v:.1%}" for v in pivot.loc[f]]
-                                for f in pivot.index]), ""]
-    offsets = results.per_resplit
-    if not offsets.empty:
-        mean = _alpha(offsets).groupby("feature", sort=False)["calibration"].mean()
-        out += ["Mean φ_C per feature (log units, α = 0.1) — the offset between the total and "
-                "instance views:", "",
-                markdown_table(["feature", "φ_C"], [[f, f"{v:+.3f}"] for f, v in mean.items()]),
+    if not units.empty:
+        rows = []
+        for _, r in units.iterrows():
+            rows.append([
+                r["model"], int(r["n_cal"]), r["setting"], r["role"],
+                f"{r['phi_C']:+.3f} [{r['phi_C_low']:+.3f}, {r['phi_C_high']:+.3f}]", r["side"],
+                _difference(r, "FR_instance_minus_total"),
+                _difference(r, "FR_instance_minus_fixed-q̂"),
+                "yes" if r["holds_instance"] else "", "yes" if r["holds_joint"] else "",
+                r["winner"],
+            ])
+        out += [f"Per unit (α = {PRIMARY_ALPHA}): false reassurance (FR) of the role's true "
+                "drivers, paired difference with its 95 % interval and Holm-adjusted p.", "",
+                markdown_table(["components", "n_cal", "setting", "role", "mean φ_C (log)",
+                                "φ_C side", "FR instance − total", "FR instance − fixed-q̂",
+                                "holds (instance)", "holds (joint)", "winner"], rows), ""]
+    tests = _alpha(results.comparisons) if not results.comparisons.empty else \
+        results.comparisons
+    if not tests.empty:
+        tally = (tests.groupby(["comparison", "score"], sort=False)["better"]
+                 .value_counts().unstack(fill_value=0))
+        for column in ("first", "second", "no difference"):
+            if column not in tally.columns:
+                tally[column] = 0
+        out += ["How often each comparison went which way over the cells (Holm-adjusted p < "
+                f"0.05, α = {PRIMARY_ALPHA}); \"first\" is the view named first:", "",
+                markdown_table(["comparison", "score", "first better", "second better",
+                                "no difference"],
+                               [[c, sc, int(r["first"]), int(r["second"]),
+                                 int(r["no difference"])] for (c, sc), r in tally.iterrows()]),
                 ""]
     return "\n".join(out)
+
+
+def _difference(row: pd.Series, name: str) -> str:
+    if name not in row or not np.isfinite(row[name]):
+        return ""
+    return (f"{row[name] * 100:+.1f} pp [{row[f'{name}_low'] * 100:+.1f}, "
+            f"{row[f'{name}_high'] * 100:+.1f}], p = {row[f'{name}_p_holm']:.2g}")
 
 
 def identity_section(results: GridResults) -> str:

@@ -9,13 +9,14 @@
   and the oracle cohort's shares match their closed form; partly when it holds on some; not
   reproduced when on none. (The rule it replaces — pooled opposite share above 10 %, some
   feature reversed above 5 % — was met by pure-noise columns too: it could not fail.)
-* Claim 2 — at alpha = 0.1, paired differences against the total view: the claim holds on a
-  metric when the interval excludes 0 in the claimed direction (recall, driver-recall and drivers
-  shown up, false reassurance down). Reproduced when recall and false reassurance both move that
-  way; partly when only some metrics do. Differences that hold by construction are reported
-  but not counted: the "both views" reading (max of φ_I and φ_T per feature) flags a superset
-  of the total's patients at any fixed threshold and can only lower false reassurance, so
-  its recall counts at matched budgets only; the instance view alone has no such ordering.
+* Claim 2 — the factorial design pre-registered in experiments/claim2_preregistration.md (with
+  its dated amendment). Per (cell at alpha = 0.1, driver role) unit, the claim holds when the
+  instance view (or the joint min(φ_I, φ_T) reading) has lower false reassurance than the total
+  (Holm-adjusted) and is not worse on false alarms or matched-budget recall. Reproduced when it
+  holds in every unit whose φ_C is settled negative and in every unit whose φ_C is settled
+  positive; partly when only on one side; not reproduced otherwise. Any significant recall
+  difference between views in a homoscedastic null cell marks the rule as broken. Units where
+  the total or the fixed-q̂ comparator wins are listed by name.
 * Claim 3 — a software verification (v_T is defined as v_C + v_I and every method is linear, so
   the identity is algebra): every grid cell that ran passes (additivity ≤ 1e-10 of the width;
   efficiency ≤ 1e-9 for efficient methods), and every negative control fails visibly
@@ -26,13 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
-from experiments.decision_task import DecisionResults
+from experiments.config import PRIMARY_ALPHA
+from experiments.decision_task import SETTINGS, DecisionResults, null_passes, unit_name
 from experiments.identity_grid import GridResults
 from experiments.sign_opposition import POOLED, SignResults
-
-PRIMARY_ALPHA = 0.1
 
 
 @dataclass(frozen=True)
@@ -103,33 +104,53 @@ def _pp(row: pd.Series, metric: str) -> str:
             f"{row[f'{metric}_high'] * 100:+.1f}]")
 
 
-CLAIMED_DIRECTION = {"recall": 1, "driver_recall": 1, "drivers_shown": 1,
-                     "false_reassurance": -1}
-
-
 def decision_verdict(results: DecisionResults) -> Verdict:
-    """Judged on the comparisons whose outcome is not fixed by construction (see module doc)."""
-    d = results.differences
-    d = d[d["alpha"].map(lambda a: _close(a, PRIMARY_ALPHA))]
-    evidence, supported = [], {}
-    for _, row in d.iterrows():
-        direction = CLAIMED_DIRECTION.get(row["metric"])
-        if direction is None:
-            continue
-        holds = (row["low"] > 0) if direction > 0 else (row["high"] < 0)
-        line = (f"{row['comparison']}, {row['metric']} ({row['setting']}): "
-                f"{row['estimate'] * 100:+.1f} pp [{row['low'] * 100:+.1f}, "
-                f"{row['high'] * 100:+.1f}]")
-        if row["by_construction"]:
-            evidence.append(line + " — by construction, not counted")
-            continue
-        supported.setdefault(row["metric"], []).append(bool(holds))
-        evidence.append(line + (" — supports the claim" if holds else ""))
-    recall = any(supported.get("recall", []))
-    reassurance = any(supported.get("false_reassurance", []))
-    if recall and reassurance:
+    """The pre-registered rule (experiments/claim2_preregistration.md) over every unit."""
+    units, tests = results.units, results.comparisons
+    broken = null_passes(tests)
+    evidence = [
+        f"{len(units)} units (cell at α = {PRIMARY_ALPHA} × driver role), {results.draws} outcome "
+        "draws per cell, paired bootstrap over draws, Holm over every test at this α"
+    ]
+    sides: dict[str, list[bool]] = {"negative": [], "positive": []}
+    if not units.empty:
+        for side, group in units.groupby("side", sort=False):
+            holding = int((group["holds_instance"] | group["holds_joint"]).sum())
+            fr = group["FR_instance_minus_total"]
+            evidence.append(
+                f"φ_C {side}: the rule holds in {holding} of {len(group)} units; false "
+                f"reassurance instance − total from {fr.min() * 100:+.1f} to "
+                f"{fr.max() * 100:+.1f} pp (median {fr.median() * 100:+.1f} pp)")
+            if side in sides:
+                sides[side] = list(group["holds_instance"] | group["holds_joint"])
+        winners = units["winner"].value_counts()
+        evidence.append("winner per unit: " + ", ".join(f"{k} {v}" for k, v in winners.items()))
+        for label in ("total", "fixed-q̂"):
+            won = units[units["winner"] == label]
+            if len(won):
+                evidence.append(f"the {label} view wins in {len(won)} units: "
+                                + "; ".join(unit_name(r) for _, r in won.iterrows()))
+        losing = units[~(units["holds_instance"] | units["holds_joint"])]
+        if len(losing):
+            evidence.append(f"the claim loses in {len(losing)} units: "
+                            + "; ".join(f"{unit_name(r)} (φ_C {r['side']}, {r['winner']})"
+                                        for _, r in losing.iterrows()))
+    null_recall = 0 if tests.empty else int((
+        tests["setting"].isin([s.name for s in SETTINGS if s.null])
+        & tests["score"].str.startswith("recall")
+        & np.isclose(tests["alpha"], PRIMARY_ALPHA)).sum())
+    if null_recall:
+        evidence.append(f"homoscedastic null: {len(broken)} of {null_recall} recall comparisons "
+                        "between views significant"
+                        + ("" if broken.empty else " — the rule is broken: " + "; ".join(
+                            f"{r.model}, n_cal={r.n_cal}, {r.comparison} {r.score}"
+                            for r in broken.itertuples())))
+    holds = {side: bool(v) and all(v) for side, v in sides.items()}
+    if not broken.empty:
+        status = "rule broken (the homoscedastic null passes)"
+    elif holds["negative"] and holds["positive"]:
         status = "reproduced"
-    elif any(any(v) for v in supported.values()):
+    elif holds["negative"] or holds["positive"]:
         status = "partly reproduced"
     else:
         status = "not reproduced"

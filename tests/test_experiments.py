@@ -16,9 +16,8 @@ from core.decomposition import Decomposition
 from experiments import reproduce
 from experiments.config import QUICK, TINY
 from experiments.datasets import Problem
-from experiments.decision_task import high_uncertainty, patient_records, top_share
 from experiments.negative_controls import minimal_coalitions, proportional
-from experiments.resampling import bootstrap_mean, mean_interval, paired_bootstrap
+from experiments.resampling import bootstrap_mean, mean_interval
 from experiments.sign_opposition import (
     ANY,
     NOISE,
@@ -186,37 +185,6 @@ def test_expected_shares_follow_the_normal_closed_form():
     assert expected_shares(gamma, 0.3)["opposite"] == pytest.approx(norm.cdf(0.25))
 
 
-def test_high_uncertainty_set_and_budgets_have_the_stated_sizes():
-    sigma = np.arange(100.0)
-    high = high_uncertainty(sigma, 0.15)
-    assert high.sum() == 15 and high[85:].all()
-    assert top_share(sigma, 0.30).sum() == 30
-
-
-def test_patient_records_score_the_top_driver_and_false_reassurance():
-    config = TINY
-    attribution = np.array([[0.5, -0.2, 0.1],     # top driver 0 (true); driver 1 shown < 0
-                            [-0.1, -0.3, -0.2]])  # nothing shown raising uncertainty
-    truth = np.array([[True, True, False], [True, False, False]])
-    records = patient_records(attribution, truth, np.array([True, True]), config)
-    np.testing.assert_array_equal(records["driver_recall"], [1.0, 0.0])
-    np.testing.assert_array_equal(records["false_reassurance"], [1.0, 1.0])
-    np.testing.assert_array_equal(records["drivers"], [2.0, 1.0])
-    np.testing.assert_array_equal(records["flag@tau=0.000"], [1.0, 0.0])
-
-
-def test_paired_bootstrap_gives_zero_width_differences_for_identical_rules():
-    rng = np.random.default_rng(0)
-    numerator = rng.integers(0, 2, 200).astype(float)
-    ones = np.ones(200)
-    groups = np.repeat([0, 1], 100)
-    singles, diffs = paired_bootstrap({"a": (numerator, ones), "b": (numerator, ones)}, groups,
-                                      [("a", "b")], 200, rng)
-    assert singles["a"].estimate == pytest.approx(numerator.mean())
-    assert singles["a"].low <= singles["a"].estimate <= singles["a"].high
-    assert (diffs["a", "b"].low, diffs["a", "b"].high) == (0.0, 0.0)
-
-
 def test_bootstrap_mean_brackets_the_mean():
     values = np.array([0.2, 0.3, 0.25, 0.35])
     interval = bootstrap_mean(values, 500, np.random.default_rng(1))
@@ -269,8 +237,8 @@ def test_tiny_reproduction_runs_end_to_end(tmp_path, monkeypatch):
     result = reproduce.run_config(tmp_path, TINY, seed=0, progress=messages.append)
     expected = {"summary.md", "report.html", "run.json", "claim1_sign_opposition.csv",
                 "claim1_synthetic_check.csv", "claim1_null_subtracted.csv",
-                "claim1_calibration_signs.csv", "claim2_decision_metrics.csv",
-                "claim2_decision_differences.csv", "claim3_identity_grid.csv",
+                "claim1_calibration_signs.csv", "claim2_scores.csv", "claim2_comparisons.csv",
+                "claim2_units.csv", "claim2_calibration_offsets.csv", "claim3_identity_grid.csv",
                 "claim3_negative_controls.csv"}
     assert expected <= {p.name for p in tmp_path.iterdir()}
     assert messages and messages[-1] == "writing tables and report"

@@ -16,7 +16,8 @@ def test_reproduce_quick_writes_tables_summary_report_and_verdicts(tmp_path, cap
     assert "reproduction written to" in capsys.readouterr().err
     names = {p.name for p in out.iterdir()}
     assert {"summary.md", "report.html", "run.json", "claim3_identity_grid.csv",
-            "claim1_null_subtracted.csv", "claim1_calibration_signs.csv"} <= names
+            "claim1_null_subtracted.csv", "claim1_calibration_signs.csv", "claim2_units.csv",
+            "claim2_comparisons.csv"} <= names
     verdicts = json.loads((out / "run.json").read_text())["verdicts"]
     assert verdicts["3. identity across families and methods"] == "reproduced"
 
