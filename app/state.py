@@ -742,11 +742,17 @@ def drop_superseded_uploads(shown: list[object]) -> int:
     manager = runtime.get_instance().uploaded_file_mgr
     remove = getattr(manager, "remove_file", None)  # Streamlit's in-memory store has it
     held = getattr(manager, "file_storage", {}).get(context.session_id, {})
-    superseded = [file_id for file_id in list(held) if file_id not in keep]
+    # Only files an uploader has held and holds no longer: a file whose upload has reached the
+    # server but not yet the uploader's value (another widget's rerun came first) is not
+    # superseded, and removing it lost the upload (seen in the model-upload browser test).
+    seen: set = st.session_state.setdefault("uploads_seen", set())
+    seen |= keep
+    superseded = [file_id for file_id in list(held) if file_id not in keep and file_id in seen]
     if remove is None:
         return 0
     for file_id in superseded:
         remove(context.session_id, file_id)
+        seen.discard(file_id)
     if superseded:
         import gc
 
