@@ -261,8 +261,11 @@ def prepare_study(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame
     training rows are the background pool.
     """
     prepared, patients = _prepare(data, options, train, calibration, alpha, models)
-    notes, _ = patient_warnings(prepared, [patients])
-    return prepared.study(patients, prepared.warnings + notes)
+    study = prepared.study(patients, prepared.warnings)
+    # The study's own ids and encoded rows: the table is encoded once.
+    notes, _ = patient_warnings(prepared, [(study.patient_ids, study.patient_rows)])
+    study.warnings = prepared.warnings + notes
+    return study
 
 
 def _prepare(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame | None,
@@ -354,22 +357,20 @@ class _Prepared:
                      n_train=self.n_train, warnings=warnings)
 
 
-def patient_warnings(prepared: _Prepared, chunks: Iterable[pd.DataFrame]
+def patient_warnings(prepared: _Prepared, parts: Iterable[tuple[list, np.ndarray]]
                      ) -> tuple[list[str], int]:
-    """Warnings about the patients, over every chunk of them (repeated ids, sigma at its
-    floor), and how many patients there are.
+    """Warnings about the patients, over every part of them, each its (ids, encoded rows):
+    repeated ids and sigma at its floor; and how many patients there are.
 
-    A chunk's rows are encoded and dropped, so this holds one chunk and a hash per id.
+    Parts can be dropped as they are read, so this holds one part and a hash per id.
     """
     hashes: list[np.ndarray] = []
     at_floor = total = 0
-    for chunk in chunks:
+    for ids, rows in parts:
         if prepared.columns.id_column:
-            ids = np.asarray([str(i) for i in prepared.ids(chunk)], dtype=object)
-            hashes.append(pd.util.hash_array(ids))
-        at_floor += prepared.system.fitted.rows_at_sigma_floor(
-            prepared.system.fitted.encode(chunk))
-        total += len(chunk)
+            hashes.append(pd.util.hash_array(np.asarray([str(i) for i in ids], dtype=object)))
+        at_floor += prepared.system.fitted.rows_at_sigma_floor(rows)
+        total += len(rows)
     notes = []
     if hashes:
         every = np.concatenate(hashes)
@@ -440,7 +441,8 @@ def prepare_streamed_study(chunks: Callable[[], Iterator[pd.DataFrame]],
     # The first chunk is checked as prepare_study checks the patients' table; the others come
     # from the same file, with the same columns.
     prepared, _ = _prepare(first, options, train, calibration, alpha, models)
-    notes, total = patient_warnings(prepared, chunks())
+    notes, total = patient_warnings(prepared, (
+        (prepared.ids(chunk), prepared.system.fitted.encode(chunk)) for chunk in chunks()))
     return StreamedStudy(prepared, chunks, total, prepared.warnings + notes)
 
 
