@@ -68,6 +68,23 @@ def _value_text(value: object) -> object:
     return str(value)
 
 
+def _value_texts(values: pd.DataFrame) -> np.ndarray:
+    """_value_text of every cell, patient by patient (tidy_frame's order), a column at a time:
+    a float column's cells are converted in one list comprehension, not one `map` call each
+    (1.2 million cells cost 3.2 s through `map`)."""
+    columns = []
+    for name in values.columns:
+        column = values[name]
+        if column.dtype.kind == "f":
+            numbers = column.to_numpy()
+            texts = np.array([repr(v) for v in numbers.tolist()], dtype=object)
+            texts[np.isnan(numbers)] = None
+        else:
+            texts = column.map(_value_text).to_numpy(dtype=object)
+        columns.append(texts)
+    return np.column_stack(columns).ravel() if columns else np.empty(0, dtype=object)
+
+
 def _json_number(value: object) -> object:
     if is_missing(value) or value is pd.NaT:
         return None
@@ -181,7 +198,7 @@ def _write_parquet(reports: Iterable[Report], temporary: str) -> dict:
     try:
         for report in reports:
             frame = tidy_frame(report)
-            frame["feature_value"] = frame["feature_value"].map(_value_text)
+            frame["feature_value"] = _value_texts(report.feature_values)
             ids = pd.Series(list(frame["patient_id"]))
             frame["patient_id"] = ids if ids.dtype != object else ids.map(str)
             table = pa.Table.from_pandas(frame, preserve_index=False)
