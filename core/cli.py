@@ -24,8 +24,6 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import joblib
-
 from core.attribution import METHOD_BUDGETS, METHODS, build_design
 from core.conformal import FAMILIES, alpha_fraction
 from core.data import parse_split
@@ -40,6 +38,7 @@ from core.output import STDOUT, output_format, write_reports
 from core.progress import ProgressBar
 from core.tables import LIMITS, TableLimits, iter_table, load_table
 from core.versions import library_versions
+from core.workers import dask_scheduler
 from core.workflow import StreamedStudy, Study, StudyOptions, prepare_streamed_study, prepare_study
 
 if TYPE_CHECKING:
@@ -175,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="seed of the split, the model, the background draw and sampled "
                          "methods: the same seed gives the same output (default %(default)s)")
     explain.add_argument("--jobs", type=int, default=1,
-                         help="parallel workers for the patients (joblib; -1 = all cores)")
+                         help="worker processes for the patients (-1 = one per core)")
     explain.add_argument("--scheduler", metavar="ADDRESS",
                          help="run the patients on a Dask cluster (e.g. tcp://host:8786)")
     explain.add_argument("--out", required=True,
@@ -395,7 +394,7 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
 
 @contextmanager
 def parallel_backend(scheduler: str | None) -> Iterator[None]:
-    """joblib's default backend, or its Dask backend connected to the given scheduler."""
+    """Local worker processes, or the Dask cluster behind the given scheduler."""
     if scheduler is None:
         yield
         return
@@ -405,7 +404,7 @@ def parallel_backend(scheduler: str | None) -> Iterator[None]:
     except (OSError, TimeoutError) as exc:
         raise CpdecompError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from exc
     try:
-        with joblib.parallel_config(backend="dask"):
+        with dask_scheduler(client):
             yield
     finally:
         client.close()

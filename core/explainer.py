@@ -5,17 +5,15 @@
 
 Changing alpha re-ranks the cached masked calibration scores; changing the method builds (and
 caches) one more design; neither refits or re-evaluates anything already done. Cohorts are
-explained in chunks of patients (bounded memory), optionally in parallel through joblib, whose
-Dask backend runs the same chunks on a cluster.
+explained in chunks of patients (bounded memory), optionally in worker processes or on a Dask
+cluster (core.workers), each worker receiving the games once.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-import joblib
 import numba
 import numpy as np
 import pandas as pd
@@ -41,6 +39,7 @@ from core.games.cache import GameCache, content_digest, shared_cache
 from core.interactions import Interactions, LatticeGames, lattice_interactions
 from core.system import ConformalSystem
 from core.typing import FloatArray
+from core.workers import explain_in_workers, local_workers
 
 BACKGROUND_STREAM = 1
 """Seed stream for the background sample, apart from the split's and the design's."""
@@ -372,18 +371,12 @@ class Explainer:
 
     @staticmethod
     def _in_parallel(games: PatientGames, chunks: list[FloatArray], jobs: int) -> Iterator[tuple]:
-        """Chunks explained by joblib workers, CHUNKS_PER_TASK per task, results in order.
-
-        Each worker's kernels get an equal share of the cores: the kernels are parallel
-        themselves, and workers × threads above the cores only adds switching.
-        """
-        workers = joblib.effective_n_jobs(jobs)
-        threads = max(1, (os.cpu_count() or 1) // workers)
+        """Chunks explained by worker processes, CHUNKS_PER_TASK per task, results in order;
+        the games go to each worker once (core.workers)."""
+        workers = local_workers(jobs)
         per_task = max(1, min(CHUNKS_PER_TASK, -(-len(chunks) // workers)))  # all get work
         tasks = [chunks[i:i + per_task] for i in range(0, len(chunks), per_task)]
-        done = joblib.Parallel(n_jobs=jobs, return_as="generator")(
-            joblib.delayed(games.explain_chunks)(task, threads) for task in tasks)
-        for parts in done:
+        for parts in explain_in_workers(games, tasks, jobs):
             yield from parts
 
     def _explanation(self, games: PatientGames, method: str, alpha: float,
