@@ -36,6 +36,28 @@ def test_chunks_and_workers_give_the_same_numbers_as_one_batch(diabetes_system, 
     np.testing.assert_array_equal(chunked.width, whole.width)
 
 
+def test_local_workers_are_kept_for_the_same_games_and_replaced_for_others(diabetes_system,
+                                                                          tmp_path):
+    """A streamed cohort explains input chunk after chunk: the workers that received the games
+    serve every chunk (they are not restarted per call), and other games get new workers."""
+    from core import workers
+
+    system, patients = diabetes_system
+    rows = system.fitted.encode(patients)
+    explainer = Explainer(system, background_size=50, cache=GameCache(tmp_path))
+    first = explainer.explain_rows(rows[:40], chunk_size=8, jobs=2)
+    pool = workers._POOL.executor
+    second = explainer.explain_rows(rows[40:], chunk_size=8, jobs=2)
+    assert workers._POOL.executor is pool
+    whole = explainer.explain_rows(rows)
+    np.testing.assert_array_equal(np.vstack([first.decomposition.total,
+                                             second.decomposition.total]),
+                                  whole.decomposition.total)
+    explainer.explain_rows(rows[:40], alpha=0.2, chunk_size=8, jobs=2)  # other games
+    assert workers._POOL.executor is not pool
+    workers._POOL.shutdown()
+
+
 def test_calibration_game_is_read_back_from_disk_by_a_new_explainer(diabetes_system, tmp_path):
     system, _ = diabetes_system
     first = Explainer(system, background_size=50, cache=GameCache(tmp_path))
