@@ -80,6 +80,8 @@ class Query:
     groups: Groups | None
     bootstrap: int = 0
     """Replicates of φ_C's calibration bootstrap (0: none)."""
+    fixed_quantile: bool = False
+    """Also the fixed-q̂ comparator (PatientGames.fixed_quantile)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -328,9 +330,14 @@ class Explainer:
                             if bootstrap > 0 else None)
 
     def _games_for(self, method: str, alpha: float, units: Units, budget: int | None,
-                   groups: Groups | None, bootstrap: int = 0) -> PatientGames:
-        """patient_games, remembered: a dashboard explains one patient per click."""
-        query = Query(method, float(alpha), units, budget, groups, bootstrap)
+                   groups: Groups | None, bootstrap: int = 0, fixed_quantile: bool = False
+                   ) -> PatientGames:
+        """patient_games, remembered: a dashboard explains one patient per click, and a
+        streamed cohort's input chunks reach the same worker processes (core.workers)."""
+        query = Query(method, float(alpha), units, budget, groups, bootstrap, fixed_quantile)
+        if fixed_quantile:
+            return self._patient_games.get_or_compute(query, lambda: replace(self._games_for(
+                method, alpha, units, budget, groups, bootstrap), fixed_quantile=True))
         return self._patient_games.get_or_compute(query, lambda: self.patient_games(
             method, alpha, units, budget, groups, bootstrap))
 
@@ -347,9 +354,8 @@ class Explainer:
         none); see calibration_bootstrap. fixed_quantile: also the practitioners' comparator,
         the Shapley values of the width at the full model's q̂ (Decomposition.fixed_quantile).
         """
-        games = self._games_for(method, alpha, units, budget, groups, calibration_bootstrap)
-        if fixed_quantile:
-            games = replace(games, fixed_quantile=True)
+        games = self._games_for(method, alpha, units, budget, groups, calibration_bootstrap,
+                                fixed_quantile)
         if chunk_size is None:
             chunk_size = max(1, CELLS_PER_CHUNK // len(games.design.coalitions))
         starts = range(0, len(rows), chunk_size)
