@@ -30,6 +30,7 @@ from core.decomposition import (
     Decomposition,
     Units,
     calibration_attribution,
+    background_interval,
     calibration_interval,
     check_units,
     concatenate,
@@ -44,6 +45,9 @@ from core.typing import FloatArray
 
 BACKGROUND_STREAM = 1
 """Seed stream for the background sample, apart from the split's and the design's."""
+BACKGROUND_BOOTSTRAP_STREAM = 4
+"""Seed stream of the background bootstrap's redraws, apart from the split's, the background's,
+the design's and the calibration bootstrap's (core.games.calibration.BOOTSTRAP_STREAM)."""
 POINT = "prediction"
 """The point model's name among the evaluator's components (shown, not part of any game)."""
 CELLS_PER_CHUNK = 1 << 20
@@ -81,6 +85,8 @@ class Query:
     groups: Groups | None
     bootstrap: int = 0
     """Replicates of φ_C's calibration bootstrap (0: none)."""
+    background_bootstrap: int = 0
+    """Redrawn backgrounds behind φ_C's background interval (0: none)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,6 +114,8 @@ class Explanation:
     design's coalitions (0 when brute force served every component)."""
     calibration_bootstrap: int = 0
     """Replicates of the calibration set behind φ_C's interval (0: no interval)."""
+    background_bootstrap: int = 0
+    """Redrawn backgrounds behind φ_C's background interval (0: no interval)."""
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -139,6 +147,8 @@ class PatientGames:
     """φ_C's bootstrap interval (low, high on the family's scale, level), when asked for."""
     fixed_quantile: bool = False
     """Also compute the fixed-q̂ comparator view (Decomposition.fixed_quantile)."""
+    background_interval: tuple[FloatArray, FloatArray, float] | None = None
+    """φ_C's interval over redrawn backgrounds (low, high on the family's scale, level)."""
 
     def explain_chunks(self, chunks: list[FloatArray], threads: int | None = None
                        ) -> list[tuple[Decomposition, FloatArray, FloatArray, FloatArray]]:
@@ -159,7 +169,8 @@ class PatientGames:
         v_i = instance_values(self.family, self.evaluator, rows, self.design.coalitions)
         decomposition = decompose(self.design, self.calibration_values, v_i, self.family.scale,
                                   self.units, self.players, self.calibration_attribution,
-                                  self.calibration_interval, self.fixed_quantile)
+                                  self.calibration_interval, self.fixed_quantile,
+                                  self.background_interval)
         comps = {name: self.evaluator.plain(name, rows) for name in self.family.components}
         self.family.check_components(comps, "patient row")
         lower, upper = self.family.interval(self.q_hat, comps)
@@ -186,6 +197,27 @@ def draw_background(training_rows: FloatArray, size: int, seed: int) -> FloatArr
     if size >= len(training_rows):
         return training_rows.copy()
     return training_rows[np.sort(rng.choice(len(training_rows), size=size, replace=False))]
+
+
+def redrawn_backgrounds(training_rows: FloatArray, size: int, n_replicates: int, seed: int
+                        ) -> Iterator[FloatArray]:
+    """Backgrounds drawn afresh the way draw_background drew the run's, on their own stream.
+
+    A background smaller than the training rows is a sample of them without replacement, so
+    each replicate is another such sample: its spread is exactly the draw's. A background that
+    holds every training row has no other draw; it is then resampled with replacement (the
+    bootstrap), whose spread stands for the training sample's.
+    """
+    if n_replicates < 1:
+        raise ValueError("a bootstrap needs at least one replicate")
+    rng = np.random.default_rng((seed, BACKGROUND_BOOTSTRAP_STREAM))
+    n_rows = len(training_rows)
+    for _ in range(n_replicates):
+        if size < n_rows:
+            chosen = np.sort(rng.choice(n_rows, size=size, replace=False))
+        else:
+            chosen = np.sort(rng.integers(0, n_rows, size=n_rows))
+        yield training_rows[chosen]
 
 
 class Explainer:
@@ -278,6 +310,41 @@ class Explainer:
         low, high = calibration_interval(design, values, level)
         return low, high, level
 
+    def background_bootstrap(self, method: str, alpha: float, n_replicates: int,
+                             budget: int | None = None, groups: Groups | None = None,
+                             level: float = BOOTSTRAP_LEVEL
+                             ) -> tuple[FloatArray, FloatArray, float]:
+        """φ_C's interval over `n_replicates` backgrounds drawn afresh (redrawn_backgrounds).
+
+        The background is one draw: another would move every masked score and so φ_C. Each
+        replicate computes the calibration game once more on its own background (the fitted
+        components and the calibration set stay fixed; repeated rows are simply counted twice
+        by every masking path), so a replicate costs what one calibration game costs: the
+        interval is the background's share of the uncertainty only, beside the calibration
+        bootstrap's. Replicates whose masked components or quantiles the family refuses are
+        left out. Returns (low, high) on the family's scale and the level.
+        """
+        design = self.design(method, budget, groups)
+        estimate = calibration_attribution(
+            design, self.calibration_game(method, budget, groups).values(alpha))[0]
+        family = self.system.family
+        components = {name: self.system.fitted.components[name] for name in family.components}
+        values = np.full((n_replicates, len(design.coalitions)), np.nan)
+        backgrounds = redrawn_backgrounds(self.system.fitted.training_rows,
+                                          len(self.background), n_replicates, self.seed)
+        for r, background in enumerate(backgrounds):
+            checkpoint()
+            evaluator = MaskedEvaluator(components, background, path=self.evaluator.path)
+            try:
+                game = CalibrationGame.compute(family, evaluator, self.system.calibration_rows,
+                                               self.system.calibration_targets,
+                                               design.coalitions)
+                values[r] = game.values(alpha)
+            except CpdecompError:
+                continue  # this draw's masked pipeline is undefined for the family: left out
+        low, high = background_interval(design, values, estimate, level)
+        return low, high, level
+
     def masking_check(self, method: str, budget: int | None = None,
                       groups: Groups | None = None) -> float:
         """The run's own check of its fast paths, once per design: tree tables and closed
@@ -311,9 +378,10 @@ class Explainer:
 
     def patient_games(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
                       budget: int | None = None, groups: Groups | None = None,
-                      bootstrap: int = 0) -> PatientGames:
+                      bootstrap: int = 0, background_bootstrap: int = 0) -> PatientGames:
         """Everything per-patient work needs, with the calibration game evaluated at alpha
-        (and φ_C's interval over `bootstrap` resampled calibration sets, when > 0)."""
+        (and φ_C's interval over `bootstrap` resampled calibration sets, when > 0, and over
+        `background_bootstrap` redrawn backgrounds, when > 0)."""
         family = self.system.family
         check_units(family.scale, units, family.name)
         rank = conformal_rank(self.system.n_calibration, alpha)  # refuse an impossible alpha
@@ -326,20 +394,26 @@ class Explainer:
                             calibration_attribution(design, v_c),
                             self.masking_check(method, budget, groups),
                             self.calibration_bootstrap(method, alpha, bootstrap, budget, groups)
-                            if bootstrap > 0 else None)
+                            if bootstrap > 0 else None,
+                            background_interval=self.background_bootstrap(
+                                method, alpha, background_bootstrap, budget, groups)
+                            if background_bootstrap > 0 else None)
 
     def _games_for(self, method: str, alpha: float, units: Units, budget: int | None,
-                   groups: Groups | None, bootstrap: int = 0) -> PatientGames:
+                   groups: Groups | None, bootstrap: int = 0,
+                   background_bootstrap: int = 0) -> PatientGames:
         """patient_games, remembered: a dashboard explains one patient per click."""
-        query = Query(method, float(alpha), units, budget, groups, bootstrap)
+        query = Query(method, float(alpha), units, budget, groups, bootstrap,
+                      background_bootstrap)
         return self._patient_games.get_or_compute(query, lambda: self.patient_games(
-            method, alpha, units, budget, groups, bootstrap))
+            method, alpha, units, budget, groups, bootstrap, background_bootstrap))
 
     def iter_explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
                           units: Units = "width", budget: int | None = None, jobs: int = 1,
                           progress: Progress | None = None, chunk_size: int | None = None,
                           groups: Groups | None = None, calibration_bootstrap: int = 0,
-                          fixed_quantile: bool = False) -> Iterator[Explanation]:
+                          fixed_quantile: bool = False, background_bootstrap: int = 0
+                          ) -> Iterator[Explanation]:
         """Explain encoded patient rows chunk by chunk, yielding each chunk's explanation in
         order as it is done (in parallel when jobs != 1): a consumer that writes each chunk
         away holds one chunk's results, not the cohort's.
@@ -347,8 +421,11 @@ class Explainer:
         calibration_bootstrap: replicates of the calibration set behind φ_C's interval (0:
         none); see calibration_bootstrap. fixed_quantile: also the practitioners' comparator,
         the Shapley values of the width at the full model's q̂ (Decomposition.fixed_quantile).
+        background_bootstrap: backgrounds drawn afresh behind φ_C's background interval (0:
+        none; each costs one calibration game); see background_bootstrap.
         """
-        games = self._games_for(method, alpha, units, budget, groups, calibration_bootstrap)
+        games = self._games_for(method, alpha, units, budget, groups, calibration_bootstrap,
+                                background_bootstrap)
         if fixed_quantile:
             games = replace(games, fixed_quantile=True)
         if chunk_size is None:
@@ -367,8 +444,9 @@ class Explainer:
             done += len(prediction)
             if progress is not None:
                 progress(done, len(rows))
-            yield self._explanation(games, method, alpha, calibration_bootstrap, decomposition,
-                                    prediction, lower, upper)
+            yield replace(self._explanation(games, method, alpha, calibration_bootstrap,
+                                            decomposition, prediction, lower, upper),
+                          background_bootstrap=background_bootstrap)
 
     @staticmethod
     def _in_parallel(games: PatientGames, chunks: list[FloatArray], jobs: int) -> Iterator[tuple]:
@@ -408,23 +486,26 @@ class Explainer:
                      units: Units = "width", budget: int | None = None, jobs: int = 1,
                      progress: Progress | None = None, chunk_size: int | None = None,
                      groups: Groups | None = None, calibration_bootstrap: int = 0,
-                     fixed_quantile: bool = False) -> Explanation:
+                     fixed_quantile: bool = False, background_bootstrap: int = 0
+                     ) -> Explanation:
         """Explain encoded patient rows, chunk by chunk, into one explanation (see
         iter_explain_rows for the arguments)."""
         parts = list(self.iter_explain_rows(rows, method, alpha, units, budget, jobs, progress,
                                             chunk_size, groups, calibration_bootstrap,
-                                            fixed_quantile))
+                                            fixed_quantile, background_bootstrap))
         return parts[0] if len(parts) == 1 else join_explanations(parts)
 
     def explain(self, patients: pd.DataFrame, method: str = "exact", alpha: float = 0.1,
                 units: Units = "width", budget: int | None = None, jobs: int = 1,
                 progress: Progress | None = None, groups: Groups | None = None,
-                calibration_bootstrap: int = 0, fixed_quantile: bool = False) -> Explanation:
+                calibration_bootstrap: int = 0, fixed_quantile: bool = False,
+                background_bootstrap: int = 0) -> Explanation:
         """Explain patients given as a table with the feature columns."""
         return self.explain_rows(self.system.fitted.encode(patients), method, alpha, units,
                                  budget, jobs=jobs, progress=progress, groups=groups,
                                  calibration_bootstrap=calibration_bootstrap,
-                                 fixed_quantile=fixed_quantile)
+                                 fixed_quantile=fixed_quantile,
+                                 background_bootstrap=background_bootstrap)
 
     def interactions_rows(self, rows: FloatArray, alpha: float = 0.1, index: str = "SII",
                           units: Units = "width", groups: Groups | None = None) -> Interactions:
