@@ -29,8 +29,8 @@ from core.conformal import Family, conformal_rank
 from core.decomposition import (
     Decomposition,
     Units,
-    calibration_attribution,
     background_interval,
+    calibration_attribution,
     calibration_interval,
     check_units,
     concatenate,
