@@ -167,10 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "default 0: none)")
     explain.add_argument("--background-bootstrap", type=_bootstrap_replicates, default=0,
                          metavar="N",
-                         help="draw the background afresh N times (e.g. 50) for a second 90%% "
-                         "interval on every calibration-driven part, the background draw's "
-                         "share: columns background_low, background_high (each draw computes "
-                         "the calibration game once more; default 0: none)")
+                         help="draw the background afresh N times (e.g. 50) for 90%% "
+                         "intervals of the background draw's error: columns background_low, "
+                         "background_high (calibration-driven part) and instance_background_low, "
+                         "instance_background_high (instance-driven part); each draw computes "
+                         "the calibration game once more (default 0: none)")
     explain.add_argument("--fixed-quantile", action="store_true",
                          help="add fixed_quantile: the Shapley values of the width with q-hat "
                          "held fixed, what shap on a fitted conformal regressor's width gives "

@@ -149,6 +149,8 @@ class PatientGames:
     """Also compute the fixed-q̂ comparator view (Decomposition.fixed_quantile)."""
     background_interval: tuple[FloatArray, FloatArray, float] | None = None
     """φ_C's interval over redrawn backgrounds (low, high on the family's scale, level)."""
+    background_evaluators: tuple[MaskedEvaluator, ...] = ()
+    """The redrawn backgrounds' evaluators, for φ_I's background interval per chunk."""
 
     def explain_chunks(self, chunks: list[FloatArray], threads: int | None = None
                        ) -> list[tuple[Decomposition, FloatArray, FloatArray, FloatArray]]:
@@ -163,6 +165,21 @@ class PatientGames:
         finally:
             numba.set_num_threads(previous)
 
+    def instance_replicates(self, rows: FloatArray) -> FloatArray | None:
+        """(n_replicates, n_patients, n_players) φ_I on each redrawn background (family scale;
+        NaN for a draw whose masked components the family refuses), or None without them."""
+        if not self.background_evaluators:
+            return None
+        out = np.full((len(self.background_evaluators), len(rows), len(self.players)), np.nan)
+        for r, evaluator in enumerate(self.background_evaluators):
+            checkpoint()
+            try:
+                values = instance_values(self.family, evaluator, rows, self.design.coalitions)
+            except CpdecompError:
+                continue
+            out[r] = self.design.apply(values)
+        return out
+
     def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
                                                        FloatArray]:
         """(decomposition, prediction, lower, upper) for encoded patient rows."""
@@ -170,7 +187,7 @@ class PatientGames:
         decomposition = decompose(self.design, self.calibration_values, v_i, self.family.scale,
                                   self.units, self.players, self.calibration_attribution,
                                   self.calibration_interval, self.fixed_quantile,
-                                  self.background_interval)
+                                  self.background_interval, self.instance_replicates(rows))
         comps = {name: self.evaluator.plain(name, rows) for name in self.family.components}
         self.family.check_components(comps, "patient row")
         lower, upper = self.family.interval(self.q_hat, comps)
@@ -236,6 +253,7 @@ class Explainer:
         self._games: dict[tuple, CalibrationGame] = {}
         self._patient_games: BoundedCache[Query, PatientGames] = BoundedCache(PATIENT_GAMES_KEPT)
         self._masking_checks: dict[tuple, float] = {}
+        self._redrawn: tuple[int, tuple[MaskedEvaluator, ...]] = (0, ())
 
     @property
     def n_players(self) -> int:
@@ -328,13 +346,9 @@ class Explainer:
         estimate = calibration_attribution(
             design, self.calibration_game(method, budget, groups).values(alpha))[0]
         family = self.system.family
-        components = {name: self.system.fitted.components[name] for name in family.components}
         values = np.full((n_replicates, len(design.coalitions)), np.nan)
-        backgrounds = redrawn_backgrounds(self.system.fitted.training_rows,
-                                          len(self.background), n_replicates, self.seed)
-        for r, background in enumerate(backgrounds):
+        for r, evaluator in enumerate(self.redrawn_evaluators(n_replicates)):
             checkpoint()
-            evaluator = MaskedEvaluator(components, background, path=self.evaluator.path)
             try:
                 game = CalibrationGame.compute(family, evaluator, self.system.calibration_rows,
                                                self.system.calibration_targets,
@@ -344,6 +358,19 @@ class Explainer:
                 continue  # this draw's masked pipeline is undefined for the family: left out
         low, high = background_interval(design, values, estimate, level)
         return low, high, level
+
+    def redrawn_evaluators(self, n_replicates: int) -> tuple[MaskedEvaluator, ...]:
+        """Evaluators of the family's components on `n_replicates` redrawn backgrounds (the
+        last count asked for is kept: φ_C's and φ_I's intervals then share the draws, and each
+        draw's tree tables are built once)."""
+        if self._redrawn[0] != n_replicates:
+            components = {name: self.system.fitted.components[name]
+                          for name in self.system.family.components}
+            backgrounds = redrawn_backgrounds(self.system.fitted.training_rows,
+                                              len(self.background), n_replicates, self.seed)
+            self._redrawn = (n_replicates, tuple(
+                MaskedEvaluator(components, b, path=self.evaluator.path) for b in backgrounds))
+        return self._redrawn[1]
 
     def masking_check(self, method: str, budget: int | None = None,
                       groups: Groups | None = None) -> float:
@@ -397,7 +424,9 @@ class Explainer:
                             if bootstrap > 0 else None,
                             background_interval=self.background_bootstrap(
                                 method, alpha, background_bootstrap, budget, groups)
-                            if background_bootstrap > 0 else None)
+                            if background_bootstrap > 0 else None,
+                            background_evaluators=self.redrawn_evaluators(background_bootstrap)
+                            if background_bootstrap > 0 else ())
 
     def _games_for(self, method: str, alpha: float, units: Units, budget: int | None,
                    groups: Groups | None, bootstrap: int = 0,

@@ -76,7 +76,7 @@ from core.explainer import Explainer
 from core.system import fit_system
 from core.typing import FloatArray
 from experiments.config import FULL, PRIMARY_ALPHA, QUICK, ExperimentConfig
-from experiments.resampling import mean_interval
+from experiments.resampling import mean_interval, share_interval
 from experiments.verdicts import Verdict
 
 Progress = Callable[[str], None]
@@ -224,7 +224,8 @@ def one_replicate(replicate: int, seed: int, bootstrap: int, alpha: float) -> li
 
 def summarise(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     def interval(values: pd.Series) -> dict:
-        i = mean_interval(values.astype(float))
+        i = (share_interval(values) if values.dtype == bool
+             else mean_interval(values.astype(float)))
         return {"estimate": i.estimate, "low": i.low, "high": i.high}
 
     cal = raw[raw["kind"] == "calibration"]
@@ -340,8 +341,9 @@ def section(results: FaultResults, config: ExperimentConfig) -> str:
     out = [f"## Calibration faults: recalibrate or re-measure? ({results.status})", "",
            f"Pre-registered in experiments/calibration_faults.py; {n} replicates, α = "
            f"{PRIMARY_ALPHA:g}, normalized family, gbm, exact Shapley, log units; intervals "
-           "are 95 % t intervals over replicates. φ_I is exactly unchanged by a calibration "
-           "fault and φ_C by a patient's mis-recorded value (by construction); Δφ_C is read "
+           "are 95 % over replicates (Wilson for a share of replicates, t for a mean). φ_I "
+           "is exactly unchanged by a calibration fault and φ_C by a patient's mis-recorded "
+           "value (by construction); Δφ_C is read "
            "against a representative reference calibration set of the same size.", "",
            "### The rule", "",
            markdown_table(["part", "what", "value", "threshold", "held"],

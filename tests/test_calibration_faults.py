@@ -69,3 +69,13 @@ def test_one_replicate_keeps_the_parts_apart_exactly():
     small = calibration[(calibration["cell"] == "small n_cal")
                         & calibration["feature"].isin(cf.REAL)]
     assert (small["interval_width"] > small["reference_interval_width"]).all()
+
+
+def test_share_interval_is_wilsons():
+    from experiments.resampling import share_interval
+
+    none = share_interval([False] * 20)
+    assert none.estimate == 0 and none.low == 0
+    np.testing.assert_allclose(none.high, 1.959964**2 / (20 + 1.959964**2), rtol=1e-6)
+    half = share_interval([True, False] * 10)
+    np.testing.assert_allclose([half.low, half.high], [0.2993, 0.7007], atol=1e-4)
