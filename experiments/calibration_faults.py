@@ -222,9 +222,14 @@ def one_replicate(replicate: int, seed: int, bootstrap: int, alpha: float) -> li
     return rows
 
 
+FLAGS = ("fires", "sign_uncertain")
+"""Per-replicate yes/no columns: their shares get Wilson intervals."""
+
+
 def summarise(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     def interval(values: pd.Series) -> dict:
-        i = (share_interval(values) if values.dtype == bool
+        # The flags' column is object-typed in the raw table (patients' rows have none).
+        i = (share_interval(values.astype(bool)) if values.name in FLAGS
              else mean_interval(values.astype(float)))
         return {"estimate": i.estimate, "low": i.low, "high": i.high}
 

@@ -1,4 +1,5 @@
-"""Run the three experiments and write tables, a markdown summary and one HTML report.
+"""Run the three claims' experiments and the calibration-faults setting, and write tables, a
+markdown summary and one HTML report.
 
     python -m experiments.reproduce --quick --out results/
     cpdecomp reproduce --quick --out results/          # the same, once wired into the CLI
