@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     game, ordered, boot, background = (statistics.median(s) for s in
                                        (game_s, ordered_s, boot_s, background_s))
     lines = [
-        "# Calibration bootstrap: cost against the calibration game", "",
+        "# Bootstraps of φ_C: cost against the calibration game", "",
         f"d = {D}, n = {N_CALIBRATION}, m = {BACKGROUND}, exact Shapley, normalized family, gbm; "
         f"{args.replicates} replicates; median of {args.repeats} side-by-side repeats; "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC.", "",
