@@ -160,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="features that enter and leave coalitions together as one player "
                          "(repeatable); the rest stay single")
     explain.add_argument("--alpha", default="0.1", help="miscoverage (default %(default)s)")
-    explain.add_argument("--calibration-bootstrap", type=_non_negative, default=0, metavar="N",
+    explain.add_argument("--calibration-bootstrap", type=_bootstrap_replicates, default=0,
+                         metavar="N",
                          help="resample the calibration rows N times (e.g. 200) for a 90%% "
                          "interval on every calibration-driven part: columns calibration_low, "
                          "calibration_high, calibration_sign_uncertain (no model is called; "

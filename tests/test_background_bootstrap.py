@@ -185,11 +185,14 @@ def test_a_replicate_costs_one_calibration_game():
     assert sum(calls) == 7 * one_game
 
 
+@pytest.mark.parametrize("option", ["--background-bootstrap", "--calibration-bootstrap"])
 @pytest.mark.parametrize("bad", ["-1", "1", "abc", "2.5"])
-def test_command_line_refuses_a_bad_replicate_count(capsys, bad: str):
+def test_command_line_refuses_a_bad_replicate_count(capsys, bad: str, option: str):
+    """One replicate has no spread: it was an internal error (exit 1) for the calibration
+    bootstrap before both options shared the check."""
     message = assert_bad_input(capsys, "explain", SAMPLE, "--target", "progression",
-                               "--background-bootstrap", bad, "--out", "x.csv")
-    assert "--background-bootstrap" in message
+                               option, bad, "--out", "x.csv")
+    assert option in message
 
 
 def test_json_and_csv_carry_the_background_interval(capsys, tmp_path):
