@@ -101,6 +101,14 @@ def _non_negative(text: str) -> int:
     return _whole_number(text, 0)
 
 
+def _bootstrap_replicates(text: str) -> int:
+    """0 (off) or a whole number ≥ 2: one replicate has no spread to make an interval of."""
+    value = _whole_number(text, 0)
+    if value == 1:
+        raise argparse.ArgumentTypeError("expected 0 (none) or at least 2 replicates, got '1'")
+    return value
+
+
 def _verbosity(parser: argparse.ArgumentParser) -> None:
     quiet = parser.add_mutually_exclusive_group()
     quiet.add_argument("-q", "--quiet", action="store_true",
@@ -151,11 +159,19 @@ def build_parser() -> argparse.ArgumentParser:
                          help="features that enter and leave coalitions together as one player "
                          "(repeatable); the rest stay single")
     explain.add_argument("--alpha", default="0.1", help="miscoverage (default %(default)s)")
-    explain.add_argument("--calibration-bootstrap", type=_non_negative, default=0, metavar="N",
+    explain.add_argument("--calibration-bootstrap", type=_bootstrap_replicates, default=0,
+                         metavar="N",
                          help="resample the calibration rows N times (e.g. 200) for a 90%% "
                          "interval on every calibration-driven part: columns calibration_low, "
                          "calibration_high, calibration_sign_uncertain (no model is called; "
                          "default 0: none)")
+    explain.add_argument("--background-bootstrap", type=_bootstrap_replicates, default=0,
+                         metavar="N",
+                         help="draw the background afresh N times (e.g. 50) for 90%% "
+                         "intervals of the background draw's error: columns background_low, "
+                         "background_high (calibration-driven part) and instance_background_low, "
+                         "instance_background_high (instance-driven part); each draw computes "
+                         "the calibration game once more (default 0: none)")
     explain.add_argument("--fixed-quantile", action="store_true",
                          help="add fixed_quantile: the Shapley values of the width with q-hat "
                          "held fixed, what shap on a fitted conformal regressor's width gives "
@@ -379,6 +395,7 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
                                      budget=args.budget, groups=groups,
                                      calibration_bootstrap=args.calibration_bootstrap,
                                      fixed_quantile=args.fixed_quantile,
+                                     background_bootstrap=args.background_bootstrap,
                                      jobs=-1 if args.scheduler else args.jobs,
                                      progress=console.progress("explaining patients"))
         # Streamed: each chunk is written as it is explained, so memory holds one chunk.

@@ -62,6 +62,18 @@ class Decomposition:
     calibration_high: FloatArray | None = None
     calibration_level: float | None = None
     """Nominal level of the calibration interval (e.g. 0.9)."""
+    background_low: FloatArray | None = None
+    """Lower end of φ_C's interval over redrawn backgrounds (same shape and units as
+    `calibration`): the background's share of φ_C's uncertainty, apart from the calibration
+    set's; None unless a background bootstrap was asked for."""
+    background_high: FloatArray | None = None
+    background_level: float | None = None
+    """Nominal level of both background intervals (φ_C's and φ_I's)."""
+    instance_background_low: FloatArray | None = None
+    """Lower end of φ_I's interval over the same redrawn backgrounds (same shape and units as
+    `instance`): the background's Monte Carlo error of each patient's instance-driven part.
+    In width units both ends are scaled by the run's own factor L of the patient."""
+    instance_background_high: FloatArray | None = None
     scale: Scale = "identity"
     """The family's scale: log units exist only where it is "log"."""
     fixed_quantile: FloatArray | None = None
@@ -78,6 +90,14 @@ class Decomposition:
         if self.calibration_low is None or self.calibration_high is None:
             return None
         return (self.calibration_low <= 0) & (self.calibration_high >= 0)
+
+    @property
+    def background_sign_uncertain(self) -> np.ndarray | None:
+        """True where φ_C's background interval holds 0: another background draw could turn
+        its sign."""
+        if self.background_low is None or self.background_high is None:
+            return None
+        return (self.background_low <= 0) & (self.background_high >= 0)
 
 
 def _stack(parts: list[FloatArray | None]) -> FloatArray | None:
@@ -105,6 +125,11 @@ def concatenate(parts: list[Decomposition]) -> Decomposition:
         calibration_low=_stack([p.calibration_low for p in parts]),
         calibration_high=_stack([p.calibration_high for p in parts]),
         calibration_level=first.calibration_level,
+        background_low=_stack([p.background_low for p in parts]),
+        background_high=_stack([p.background_high for p in parts]),
+        background_level=first.background_level,
+        instance_background_low=_stack([p.instance_background_low for p in parts]),
+        instance_background_high=_stack([p.instance_background_high for p in parts]),
         scale=first.scale,
         fixed_quantile=_stack([p.fixed_quantile for p in parts]),
     )
@@ -141,6 +166,10 @@ def in_units(decomposition: Decomposition, units: Units) -> Decomposition:
         instance_se=rescale(decomposition.instance_se), total_se=rescale(decomposition.total_se),
         calibration_low=rescale(decomposition.calibration_low),
         calibration_high=rescale(decomposition.calibration_high),
+        background_low=rescale(decomposition.background_low),
+        background_high=rescale(decomposition.background_high),
+        instance_background_low=rescale(decomposition.instance_background_low),
+        instance_background_high=rescale(decomposition.instance_background_high),
         additivity_error=float(additivity.max()) if additivity.size else 0.0,
         efficiency_error=float(efficiency.max()) if efficiency.size else 0.0,
     )
@@ -170,28 +199,63 @@ def calibration_interval(design: Design, replicate_values: FloatArray, level: fl
     replicate_values: (n_replicates, n_coalitions); replicates the family refused (NaN rows)
     are left out. The design is linear, so each replicate's φ_C is one more application.
     """
+    replicates = _replicate_attributions(design, replicate_values, level)
+    tail = (1 - level) / 2
+    low, high = np.quantile(replicates, [tail, 1 - tail], axis=0)
+    return low, high
+
+
+def background_interval(design: Design, replicate_values: FloatArray, estimate: FloatArray,
+                        level: float = 0.9) -> tuple[FloatArray, FloatArray]:
+    """φ_C's interval over redrawn backgrounds, on the family's scale.
+
+    replicate_values: (n_replicates, n_coalitions) v_C, each on a background drawn afresh the
+    way the run's own was; estimate: the run's φ_C. Redrawn backgrounds scatter about the
+    value the background stands for, not about this run's draw, so their percentiles are not
+    an interval around `estimate`: the interval is the estimate minus the replicates' spread
+    about their mean, [φ̂ − (q_hi − mean), φ̂ − (q_lo − mean)] (a pivot on the draw's error).
+    """
+    return pivot_interval(estimate, _replicate_attributions(design, replicate_values, level),
+                          level)
+
+
+def pivot_interval(estimate: FloatArray, replicates: FloatArray, level: float
+                   ) -> tuple[FloatArray, FloatArray]:
+    """[φ̂ − (q_hi − mean), φ̂ − (q_lo − mean)] over the replicates' first axis (NaN replicates
+    of an entry are left out of it)."""
+    tail = (1 - level) / 2
+    low_q, high_q = np.nanquantile(replicates, [tail, 1 - tail], axis=0)
+    centre = np.nanmean(replicates, axis=0)
+    return estimate - (high_q - centre), estimate - (low_q - centre)
+
+
+def _replicate_attributions(design: Design, replicate_values: FloatArray, level: float
+                            ) -> FloatArray:
+    """φ_C of each usable replicate: replicates the family refused (NaN rows) are left out."""
     if not 0 < level < 1:
         raise ValueError(f"the interval level must lie strictly between 0 and 1, not {level}")
     kept = replicate_values[np.isfinite(replicate_values).all(axis=1)]
     if len(kept) < 2:
         raise ValueError("too few bootstrap replicates gave a usable calibration quantile")
-    replicates = design.apply(kept)
-    tail = (1 - level) / 2
-    low, high = np.quantile(replicates, [tail, 1 - tail], axis=0)
-    return low, high
+    return design.apply(kept)
 
 
 def decompose(design: Design, calibration_values: FloatArray, instance_values: FloatArray,
               scale: Scale, units: Units, features: tuple[str, ...],
               calibration: tuple[FloatArray, FloatArray | None] | None = None,
               interval: tuple[FloatArray, FloatArray, float] | None = None,
-              fixed_quantile: bool = False) -> Decomposition:
+              fixed_quantile: bool = False,
+              background: tuple[FloatArray, FloatArray, float] | None = None,
+              instance_replicates: FloatArray | None = None) -> Decomposition:
     """Apply one design to the three games and express the result in `units`.
 
     calibration_values: (n_coalitions,); instance_values: (n_patients, n_coalitions);
     calibration: `calibration_attribution(design, calibration_values)` when already known;
     interval: φ_C's bootstrap interval (low, high on the family's scale, level), if any;
-    fixed_quantile: also the Shapley values of the width at a fixed q̂ (see Decomposition).
+    fixed_quantile: also the Shapley values of the width at a fixed q̂ (see Decomposition);
+    background: φ_C's interval over redrawn backgrounds (low, high, level), if any;
+    instance_replicates: (n_replicates, n_patients, n_players) φ_I on those backgrounds, on the
+    family's scale (NaN where a draw was refused), for φ_I's background interval.
     """
     n_patients = len(instance_values)
     if calibration is None:
@@ -199,8 +263,13 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
     phi_c = np.tile(calibration[0], (n_patients, 1))
     bounds = (None if interval is None
               else [np.tile(interval[0], (n_patients, 1)), np.tile(interval[1], (n_patients, 1))])
+    redrawn = (None if background is None else
+               [np.tile(background[0], (n_patients, 1)), np.tile(background[1], (n_patients, 1))])
     # φ_I and φ_T in one pass over the games; v_T = v_C + v_I is formed inside, elementwise.
     phi_i, phi_t = design.apply_offset(calibration_values, instance_values)
+    instance_bounds = None
+    if instance_replicates is not None and background is not None:
+        instance_bounds = list(pivot_interval(phi_i, instance_replicates, background[2]))
     errors: list[FloatArray | None] = [None, None, None]
     if design.sampled:
         total_values = calibration_values[None, :] + instance_values
@@ -219,6 +288,9 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         phi_c, phi_i, phi_t = phi_c * factor, phi_i * factor, phi_t * factor
         errors = [None if e is None else e * factor for e in errors]
         bounds = None if bounds is None else [b * factor for b in bounds]  # factor > 0
+        redrawn = None if redrawn is None else [b * factor for b in redrawn]
+        instance_bounds = None if instance_bounds is None else [b * factor
+                                                                for b in instance_bounds]
         target = width - base_width
     else:
         width = np.exp(full) if scale == "log" else full
@@ -240,6 +312,11 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         calibration_low=None if bounds is None else bounds[0],
         calibration_high=None if bounds is None else bounds[1],
         calibration_level=None if interval is None else interval[2],
+        background_low=None if redrawn is None else redrawn[0],
+        background_high=None if redrawn is None else redrawn[1],
+        background_level=None if background is None else background[2],
+        instance_background_low=None if instance_bounds is None else instance_bounds[0],
+        instance_background_high=None if instance_bounds is None else instance_bounds[1],
         scale=scale,
         fixed_quantile=fixed,
     )

@@ -27,6 +27,7 @@ from core.conformal import Family, conformal_rank
 from core.decomposition import (
     Decomposition,
     Units,
+    background_interval,
     calibration_attribution,
     calibration_interval,
     check_units,
@@ -43,6 +44,9 @@ from core.workers import explain_in_workers, local_workers
 
 BACKGROUND_STREAM = 1
 """Seed stream for the background sample, apart from the split's and the design's."""
+BACKGROUND_BOOTSTRAP_STREAM = 4
+"""Seed stream of the background bootstrap's redraws, apart from the split's, the background's,
+the design's and the calibration bootstrap's (core.games.calibration.BOOTSTRAP_STREAM)."""
 POINT = "prediction"
 """The point model's name among the evaluator's components (shown, not part of any game)."""
 CELLS_PER_CHUNK = 1 << 20
@@ -80,6 +84,8 @@ class Query:
     groups: Groups | None
     bootstrap: int = 0
     """Replicates of φ_C's calibration bootstrap (0: none)."""
+    background_bootstrap: int = 0
+    """Redrawn backgrounds behind φ_C's background interval (0: none)."""
     fixed_quantile: bool = False
     """Also the fixed-q̂ comparator (PatientGames.fixed_quantile)."""
 
@@ -109,6 +115,8 @@ class Explanation:
     design's coalitions (0 when brute force served every component)."""
     calibration_bootstrap: int = 0
     """Replicates of the calibration set behind φ_C's interval (0: no interval)."""
+    background_bootstrap: int = 0
+    """Redrawn backgrounds behind φ_C's background interval (0: no interval)."""
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -140,6 +148,10 @@ class PatientGames:
     """φ_C's bootstrap interval (low, high on the family's scale, level), when asked for."""
     fixed_quantile: bool = False
     """Also compute the fixed-q̂ comparator view (Decomposition.fixed_quantile)."""
+    background_interval: tuple[FloatArray, FloatArray, float] | None = None
+    """φ_C's interval over redrawn backgrounds (low, high on the family's scale, level)."""
+    background_evaluators: tuple[MaskedEvaluator, ...] = ()
+    """The redrawn backgrounds' evaluators, for φ_I's background interval per chunk."""
 
     def explain_chunks(self, chunks: list[FloatArray], threads: int | None = None
                        ) -> list[tuple[Decomposition, FloatArray, FloatArray, FloatArray]]:
@@ -154,13 +166,29 @@ class PatientGames:
         finally:
             numba.set_num_threads(previous)
 
+    def instance_replicates(self, rows: FloatArray) -> FloatArray | None:
+        """(n_replicates, n_patients, n_players) φ_I on each redrawn background (family scale;
+        NaN for a draw whose masked components the family refuses), or None without them."""
+        if not self.background_evaluators:
+            return None
+        out = np.full((len(self.background_evaluators), len(rows), len(self.players)), np.nan)
+        for r, evaluator in enumerate(self.background_evaluators):
+            checkpoint()
+            try:
+                values = instance_values(self.family, evaluator, rows, self.design.coalitions)
+            except CpdecompError:
+                continue
+            out[r] = self.design.apply(values)
+        return out
+
     def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
                                                        FloatArray]:
         """(decomposition, prediction, lower, upper) for encoded patient rows."""
         v_i = instance_values(self.family, self.evaluator, rows, self.design.coalitions)
         decomposition = decompose(self.design, self.calibration_values, v_i, self.family.scale,
                                   self.units, self.players, self.calibration_attribution,
-                                  self.calibration_interval, self.fixed_quantile)
+                                  self.calibration_interval, self.fixed_quantile,
+                                  self.background_interval, self.instance_replicates(rows))
         comps = {name: self.evaluator.plain(name, rows) for name in self.family.components}
         self.family.check_components(comps, "patient row")
         lower, upper = self.family.interval(self.q_hat, comps)
@@ -189,6 +217,27 @@ def draw_background(training_rows: FloatArray, size: int, seed: int) -> FloatArr
     return training_rows[np.sort(rng.choice(len(training_rows), size=size, replace=False))]
 
 
+def redrawn_backgrounds(training_rows: FloatArray, size: int, n_replicates: int, seed: int
+                        ) -> Iterator[FloatArray]:
+    """Backgrounds drawn afresh the way draw_background drew the run's, on their own stream.
+
+    A background smaller than the training rows is a sample of them without replacement, so
+    each replicate is another such sample: its spread is exactly the draw's. A background that
+    holds every training row has no other draw; it is then resampled with replacement (the
+    bootstrap), whose spread stands for the training sample's.
+    """
+    if n_replicates < 1:
+        raise ValueError("a bootstrap needs at least one replicate")
+    rng = np.random.default_rng((seed, BACKGROUND_BOOTSTRAP_STREAM))
+    n_rows = len(training_rows)
+    for _ in range(n_replicates):
+        if size < n_rows:
+            chosen = np.sort(rng.choice(n_rows, size=size, replace=False))
+        else:
+            chosen = np.sort(rng.integers(0, n_rows, size=n_rows))
+        yield training_rows[chosen]
+
+
 class Explainer:
     """Caches designs and calibration games for one conformal system and background."""
 
@@ -205,6 +254,7 @@ class Explainer:
         self._games: dict[tuple, CalibrationGame] = {}
         self._patient_games: BoundedCache[Query, PatientGames] = BoundedCache(PATIENT_GAMES_KEPT)
         self._masking_checks: dict[tuple, float] = {}
+        self._redrawn: tuple[int, tuple[MaskedEvaluator, ...]] = (0, ())
 
     @property
     def n_players(self) -> int:
@@ -279,6 +329,50 @@ class Explainer:
         low, high = calibration_interval(design, values, level)
         return low, high, level
 
+    def background_bootstrap(self, method: str, alpha: float, n_replicates: int,
+                             budget: int | None = None, groups: Groups | None = None,
+                             level: float = BOOTSTRAP_LEVEL
+                             ) -> tuple[FloatArray, FloatArray, float]:
+        """φ_C's interval over `n_replicates` backgrounds drawn afresh (redrawn_backgrounds).
+
+        The background is one draw: another would move every masked score and so φ_C. Each
+        replicate computes the calibration game once more on its own background (the fitted
+        components and the calibration set stay fixed; repeated rows are simply counted twice
+        by every masking path), so a replicate costs what one calibration game costs: the
+        interval is the background's share of the uncertainty only, beside the calibration
+        bootstrap's. Replicates whose masked components or quantiles the family refuses are
+        left out. Returns (low, high) on the family's scale and the level.
+        """
+        design = self.design(method, budget, groups)
+        estimate = calibration_attribution(
+            design, self.calibration_game(method, budget, groups).values(alpha))[0]
+        family = self.system.family
+        values = np.full((n_replicates, len(design.coalitions)), np.nan)
+        for r, evaluator in enumerate(self.redrawn_evaluators(n_replicates)):
+            checkpoint()
+            try:
+                game = CalibrationGame.compute(family, evaluator, self.system.calibration_rows,
+                                               self.system.calibration_targets,
+                                               design.coalitions)
+                values[r] = game.values(alpha)
+            except CpdecompError:
+                continue  # this draw's masked pipeline is undefined for the family: left out
+        low, high = background_interval(design, values, estimate, level)
+        return low, high, level
+
+    def redrawn_evaluators(self, n_replicates: int) -> tuple[MaskedEvaluator, ...]:
+        """Evaluators of the family's components on `n_replicates` redrawn backgrounds (the
+        last count asked for is kept: φ_C's and φ_I's intervals then share the draws, and each
+        draw's tree tables are built once)."""
+        if self._redrawn[0] != n_replicates:
+            components = {name: self.system.fitted.components[name]
+                          for name in self.system.family.components}
+            backgrounds = redrawn_backgrounds(self.system.fitted.training_rows,
+                                              len(self.background), n_replicates, self.seed)
+            self._redrawn = (n_replicates, tuple(
+                MaskedEvaluator(components, b, path=self.evaluator.path) for b in backgrounds))
+        return self._redrawn[1]
+
     def masking_check(self, method: str, budget: int | None = None,
                       groups: Groups | None = None) -> float:
         """The run's own check of its fast paths, once per design: tree tables and closed
@@ -312,9 +406,10 @@ class Explainer:
 
     def patient_games(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
                       budget: int | None = None, groups: Groups | None = None,
-                      bootstrap: int = 0) -> PatientGames:
+                      bootstrap: int = 0, background_bootstrap: int = 0) -> PatientGames:
         """Everything per-patient work needs, with the calibration game evaluated at alpha
-        (and φ_C's interval over `bootstrap` resampled calibration sets, when > 0)."""
+        (and φ_C's interval over `bootstrap` resampled calibration sets, when > 0, and over
+        `background_bootstrap` redrawn backgrounds, when > 0)."""
         family = self.system.family
         check_units(family.scale, units, family.name)
         rank = conformal_rank(self.system.n_calibration, alpha)  # refuse an impossible alpha
@@ -327,25 +422,33 @@ class Explainer:
                             calibration_attribution(design, v_c),
                             self.masking_check(method, budget, groups),
                             self.calibration_bootstrap(method, alpha, bootstrap, budget, groups)
-                            if bootstrap > 0 else None)
+                            if bootstrap > 0 else None,
+                            background_interval=self.background_bootstrap(
+                                method, alpha, background_bootstrap, budget, groups)
+                            if background_bootstrap > 0 else None,
+                            background_evaluators=self.redrawn_evaluators(background_bootstrap)
+                            if background_bootstrap > 0 else ())
 
     def _games_for(self, method: str, alpha: float, units: Units, budget: int | None,
-                   groups: Groups | None, bootstrap: int = 0, fixed_quantile: bool = False
-                   ) -> PatientGames:
+                   groups: Groups | None, bootstrap: int = 0, background_bootstrap: int = 0,
+                   fixed_quantile: bool = False) -> PatientGames:
         """patient_games, remembered: a dashboard explains one patient per click, and a
         streamed cohort's input chunks reach the same worker processes (core.workers)."""
-        query = Query(method, float(alpha), units, budget, groups, bootstrap, fixed_quantile)
+        query = Query(method, float(alpha), units, budget, groups, bootstrap,
+                      background_bootstrap, fixed_quantile)
         if fixed_quantile:
             return self._patient_games.get_or_compute(query, lambda: replace(self._games_for(
-                method, alpha, units, budget, groups, bootstrap), fixed_quantile=True))
+                method, alpha, units, budget, groups, bootstrap, background_bootstrap),
+                fixed_quantile=True))
         return self._patient_games.get_or_compute(query, lambda: self.patient_games(
-            method, alpha, units, budget, groups, bootstrap))
+            method, alpha, units, budget, groups, bootstrap, background_bootstrap))
 
     def iter_explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,
                           units: Units = "width", budget: int | None = None, jobs: int = 1,
                           progress: Progress | None = None, chunk_size: int | None = None,
                           groups: Groups | None = None, calibration_bootstrap: int = 0,
-                          fixed_quantile: bool = False) -> Iterator[Explanation]:
+                          fixed_quantile: bool = False, background_bootstrap: int = 0
+                          ) -> Iterator[Explanation]:
         """Explain encoded patient rows chunk by chunk, yielding each chunk's explanation in
         order as it is done (in parallel when jobs != 1): a consumer that writes each chunk
         away holds one chunk's results, not the cohort's.
@@ -353,9 +456,11 @@ class Explainer:
         calibration_bootstrap: replicates of the calibration set behind φ_C's interval (0:
         none); see calibration_bootstrap. fixed_quantile: also the practitioners' comparator,
         the Shapley values of the width at the full model's q̂ (Decomposition.fixed_quantile).
+        background_bootstrap: backgrounds drawn afresh behind φ_C's background interval (0:
+        none; each costs one calibration game); see background_bootstrap.
         """
         games = self._games_for(method, alpha, units, budget, groups, calibration_bootstrap,
-                                fixed_quantile)
+                                background_bootstrap, fixed_quantile)
         if chunk_size is None:
             chunk_size = max(1, CELLS_PER_CHUNK // len(games.design.coalitions))
         starts = range(0, len(rows), chunk_size)
@@ -372,8 +477,9 @@ class Explainer:
             done += len(prediction)
             if progress is not None:
                 progress(done, len(rows))
-            yield self._explanation(games, method, alpha, calibration_bootstrap, decomposition,
-                                    prediction, lower, upper)
+            yield replace(self._explanation(games, method, alpha, calibration_bootstrap,
+                                            decomposition, prediction, lower, upper),
+                          background_bootstrap=background_bootstrap)
 
     @staticmethod
     def _in_parallel(games: PatientGames, chunks: list[FloatArray], jobs: int) -> Iterator[tuple]:
@@ -407,23 +513,26 @@ class Explainer:
                      units: Units = "width", budget: int | None = None, jobs: int = 1,
                      progress: Progress | None = None, chunk_size: int | None = None,
                      groups: Groups | None = None, calibration_bootstrap: int = 0,
-                     fixed_quantile: bool = False) -> Explanation:
+                     fixed_quantile: bool = False, background_bootstrap: int = 0
+                     ) -> Explanation:
         """Explain encoded patient rows, chunk by chunk, into one explanation (see
         iter_explain_rows for the arguments)."""
         parts = list(self.iter_explain_rows(rows, method, alpha, units, budget, jobs, progress,
                                             chunk_size, groups, calibration_bootstrap,
-                                            fixed_quantile))
+                                            fixed_quantile, background_bootstrap))
         return parts[0] if len(parts) == 1 else join_explanations(parts)
 
     def explain(self, patients: pd.DataFrame, method: str = "exact", alpha: float = 0.1,
                 units: Units = "width", budget: int | None = None, jobs: int = 1,
                 progress: Progress | None = None, groups: Groups | None = None,
-                calibration_bootstrap: int = 0, fixed_quantile: bool = False) -> Explanation:
+                calibration_bootstrap: int = 0, fixed_quantile: bool = False,
+                background_bootstrap: int = 0) -> Explanation:
         """Explain patients given as a table with the feature columns."""
         return self.explain_rows(self.system.fitted.encode(patients), method, alpha, units,
                                  budget, jobs=jobs, progress=progress, groups=groups,
                                  calibration_bootstrap=calibration_bootstrap,
-                                 fixed_quantile=fixed_quantile)
+                                 fixed_quantile=fixed_quantile,
+                                 background_bootstrap=background_bootstrap)
 
     def interactions_rows(self, rows: FloatArray, alpha: float = 0.1, index: str = "SII",
                           units: Units = "width", groups: Groups | None = None) -> Interactions:

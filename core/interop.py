@@ -25,9 +25,12 @@ if TYPE_CHECKING:
 VIEWS = ("calibration", "instance", "total")
 
 OPTIONAL_PARTS = ("calibration_se", "instance_se", "total_se", "calibration_low",
-                  "calibration_high", "calibration_sign_uncertain", "fixed_quantile")
+                  "calibration_high", "calibration_sign_uncertain", "fixed_quantile",
+                  "background_low", "background_high", "instance_background_low",
+                  "instance_background_high")
 """Per (patient, feature) arrays a run has only when asked for (or for sampled methods):
-Monte Carlo standard errors, φ_C's bootstrap interval and its sign mark, the fixed-q̂ view."""
+Monte Carlo standard errors, φ_C's bootstrap interval and its sign mark, the fixed-q̂ view,
+φ_C's and φ_I's intervals over redrawn backgrounds."""
 
 
 def optional_parts(report: Report) -> dict[str, np.ndarray]:

@@ -107,24 +107,27 @@ class Study:
                 budget: int | None = None, rows: Sequence[int] | None = None, jobs: int = 1,
                 progress: Progress | None = None,
                 groups: Sequence[Sequence[str]] | None = None, calibration_bootstrap: int = 0,
-                fixed_quantile: bool = False) -> Report:
+                fixed_quantile: bool = False, background_bootstrap: int = 0) -> Report:
         """Explain all patients (or the given positions among them).
 
         `groups` lists features that move together as one player (e.g. [["sbp", "dbp"]]);
         features in no group stay players of their own. `calibration_bootstrap` replicates of
         the calibration set give φ_C an interval (0: none); `fixed_quantile` adds the Shapley
-        values of the width at a fixed q̂ (what shap on a fitted conformal regressor gives).
+        values of the width at a fixed q̂ (what shap on a fitted conformal regressor gives);
+        `background_bootstrap` backgrounds drawn afresh give φ_C a second interval, the
+        background draw's share (0: none; each costs one calibration game).
         """
         parts = list(self.iter_explain(method, alpha, units, budget, rows, jobs, progress, groups,
-                                       calibration_bootstrap, fixed_quantile))
+                                       calibration_bootstrap, fixed_quantile,
+                                       background_bootstrap))
         return parts[0] if len(parts) == 1 else join_reports(parts)
 
     def iter_explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
                      budget: int | None = None, rows: Sequence[int] | None = None, jobs: int = 1,
                      progress: Progress | None = None,
                      groups: Sequence[Sequence[str]] | None = None,
-                     calibration_bootstrap: int = 0, fixed_quantile: bool = False
-                     ) -> Iterator[Report]:
+                     calibration_bootstrap: int = 0, fixed_quantile: bool = False,
+                     background_bootstrap: int = 0) -> Iterator[Report]:
         """explain, one report per chunk of patients as each is done (for streamed output:
         memory then holds a chunk's results, not the cohort's). Each chunk's meta holds its
         own errors; `join_reports` (or a streaming writer) takes their maximum."""
@@ -134,6 +137,7 @@ class Study:
             self.patient_rows[positions], method=method, alpha=alpha, units=units, budget=budget,
             jobs=jobs, progress=progress, groups=players,
             calibration_bootstrap=calibration_bootstrap, fixed_quantile=fixed_quantile,
+            background_bootstrap=background_bootstrap,
         )
         start = 0
         for explanation in explanations:
@@ -211,6 +215,8 @@ class Study:
             "masking_check_error": explanation.masking_check_error,
             "calibration_bootstrap": explanation.calibration_bootstrap,
             "calibration_level": d.calibration_level,
+            "background_bootstrap": explanation.background_bootstrap,
+            "background_level": d.background_level,
             "efficient": d.efficient,
             "sampled": d.total_se is not None,
             "n_evaluations": explanation.n_evaluations,
@@ -408,8 +414,8 @@ class StreamedStudy:
     def iter_explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
                      budget: int | None = None, jobs: int = 1, progress: Progress | None = None,
                      groups: Sequence[Sequence[str]] | None = None,
-                     calibration_bootstrap: int = 0, fixed_quantile: bool = False
-                     ) -> Iterator[Report]:
+                     calibration_bootstrap: int = 0, fixed_quantile: bool = False,
+                     background_bootstrap: int = 0) -> Iterator[Report]:
         """Study.iter_explain over every chunk of patients, in the file's order."""
         done = 0
         for chunk in self.chunks():
@@ -422,7 +428,7 @@ class StreamedStudy:
             yield from study.iter_explain(
                 method=method, alpha=alpha, units=units, budget=budget, jobs=jobs,
                 progress=overall, groups=groups, calibration_bootstrap=calibration_bootstrap,
-                fixed_quantile=fixed_quantile)
+                fixed_quantile=fixed_quantile, background_bootstrap=background_bootstrap)
             done += len(chunk)
 
 

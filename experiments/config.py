@@ -65,6 +65,8 @@ class ExperimentConfig:
     budgets: tuple[float, ...] = (0.15, 0.30)
     """Matched flagging budgets: share of patients flagged by every rule."""
     high_uncertainty_share: float = 0.15
+    fault_replicates: int = 20
+    """Seeded replicates of the calibration-faults setting (experiments.calibration_faults)."""
 
     def with_changes(self, **changes: object) -> ExperimentConfig:
         return replace(self, **changes)
@@ -94,7 +96,7 @@ QUICK = ExperimentConfig(
     decision_n_cal=(500,), decision_models=("gbm",),
     # CI-sized: a 200-row background and 100 bootstrap replicates keep the run to minutes; at
     # 3 resplits its claim-1 verdict has little power anyway (only the full run's counts).
-    sign_background=200, calibration_bootstrap=100,
+    sign_background=200, calibration_bootstrap=100, fault_replicates=5,
 )
 
 TINY = ExperimentConfig(
@@ -104,7 +106,7 @@ TINY = ExperimentConfig(
     synthetic_rows=400, max_rows=400, background=16, sign_background=16, null_noise=5,
     null_permuted=1, sign_budget=8, calibration_bootstrap=50,
     decision_settings=("|β|=0.8 same", "null (homoscedastic)"), decision_n_cal=(100,),
-    decision_models=("linear",), decision_train=300, decision_test=200,
+    decision_models=("linear",), decision_train=300, decision_test=200, fault_replicates=2,
 )
 
 CONFIGS = {config.name: config for config in (FULL, QUICK, TINY)}

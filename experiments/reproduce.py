@@ -1,4 +1,5 @@
-"""Run the three experiments and write tables, a markdown summary and one HTML report.
+"""Run the three claims' experiments and the calibration-faults setting, and write tables, a
+markdown summary and one HTML report.
 
     python -m experiments.reproduce --quick --out results/
     cpdecomp reproduce --quick --out results/          # the same, once wired into the CLI
@@ -22,7 +23,15 @@ from pathlib import Path
 import pandas as pd
 
 from core.versions import library_versions
-from experiments import decision_task, figures, identity_grid, sign_opposition, summary
+from experiments import (
+    calibration_faults,
+    decision_task,
+    figures,
+    identity_grid,
+    sign_opposition,
+    summary,
+)
+from experiments.calibration_faults import FaultResults
 from experiments.config import FULL, QUICK, ExperimentConfig
 from experiments.decision_task import DecisionResults
 from experiments.identity_grid import GridResults
@@ -104,17 +113,24 @@ def run_config(out_dir: Path, config: ExperimentConfig, seed: int = 0,
             "claim1_null_subtracted.csv": sign.null_subtracted,
             "claim1_calibration_signs.csv": sign.calibration_signs,
         })
+        started = time.perf_counter()
+        faults = calibration_faults.run(config, seed, say)
+        finished("calibration faults", started, calibration_faults.tables(faults))
     say("writing tables and report")
     # Wall time depends on what else the machine runs; CPU time of this process does not.
     cpu = time.process_time() - cpu_started
-    return publish(out_dir, config, seed, sign, decision, grid, timings, cpu, list(tables))
+    return publish(out_dir, config, seed, sign, decision, grid, timings, cpu, list(tables),
+                   faults)
 
 
 def publish(out_dir: Path, config: ExperimentConfig, seed: int, sign: SignResults,
             decision: DecisionResults, grid: GridResults, timings: dict[str, float],
-            cpu: float, tables: list[str]) -> dict:
-    """Verdicts, summary.md, report.html and run.json from the three claims' results."""
+            cpu: float, tables: list[str], faults: FaultResults | None = None) -> dict:
+    """Verdicts, summary.md, report.html and run.json from the claims' results (and the
+    calibration-faults setting's, when it ran)."""
     verdicts = all_verdicts(sign, decision, grid)
+    if faults is not None:
+        verdicts.append(calibration_faults.verdict(faults))
     versions = library_versions()
     total = sum(timings.values())
     header = [
@@ -127,7 +143,8 @@ def publish(out_dir: Path, config: ExperimentConfig, seed: int, sign: SignResult
         "",
         "Figures: `report.html` (self-contained). Tables: the CSV files beside this summary.",
     ]
-    text = summary.render(verdicts, sign, decision, grid, config, header)
+    extra = [] if faults is None else [calibration_faults.section(faults, config)]
+    text = summary.render(verdicts, sign, decision, grid, config, header, extra)
     (out_dir / "summary.md").write_text(text, encoding="utf-8")
     figures.write_report(out_dir / "report.html", "cpdecomp: reproducing the paper's claims", [
         ("Verdicts", "\n".join(f"{v.claim}: {v.status}" for v in verdicts), None),
@@ -141,6 +158,9 @@ def publish(out_dir: Path, config: ExperimentConfig, seed: int, sign: SignResult
         ("Claim 3: identity grid", "\n".join(verdicts[2].evidence),
          figures.identity_heatmap(grid)),
         ("Claim 3: negative controls", "", figures.negative_controls(grid)),
+        *([] if faults is None else [
+            ("Calibration faults: recalibrate or re-measure", "\n".join(verdicts[3].evidence),
+             None)]),
         ("About this run", "\n".join(header) + "\n" + summary.PNG_NOTE, None),
     ])
     meta = {

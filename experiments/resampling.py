@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import norm
 from scipy.stats import t as t_dist
 
 LEVEL = 0.95
@@ -56,3 +57,17 @@ def mean_interval(values: Sequence[float], level: float = LEVEL) -> Interval:
     half = float(t_dist.ppf(1 - (1 - level) / 2, values.size - 1)
                  * values.std(ddof=1) / np.sqrt(values.size))
     return Interval(mean, mean - half, mean + half)
+
+
+def share_interval(flags: Sequence[bool], level: float = LEVEL) -> Interval:
+    """Share of True with a Wilson score interval: inside [0, 1] and not of zero width at 0 %
+    or 100 %, where a t interval over 0/1 values is both."""
+    flags = np.asarray(flags, dtype=bool)
+    n = flags.size
+    if n == 0:
+        return Interval(np.nan, np.nan, np.nan)
+    p = float(flags.mean())
+    z = float(norm.ppf(1 - (1 - level) / 2))
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half))

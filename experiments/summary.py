@@ -291,13 +291,14 @@ def identity_section(results: GridResults) -> str:
 
 
 def render(verdicts: list[Verdict], sign: SignResults, decision: DecisionResults,
-           grid: GridResults, config: ExperimentConfig, header: Sequence[str]) -> str:
-    """The whole summary.md."""
+           grid: GridResults, config: ExperimentConfig, header: Sequence[str],
+           extra_sections: Sequence[str] = ()) -> str:
+    """The whole summary.md (`extra_sections`: further settings' sections, after claim 3)."""
     parts = ["# Reproducing the paper's claims", "", *header, "", "## Verdicts", "",
              markdown_table(["claim", "status"], [[v.claim, v.status] for v in verdicts]), ""]
     for verdict in verdicts:
         parts += [f"**{verdict.claim}: {verdict.status}.**", ""]
         parts += [f"* {line}" for line in verdict.evidence] + [""]
     parts += [sign_section(sign, config), decision_section(decision, config),
-              identity_section(grid), PNG_NOTE, ""]
+              identity_section(grid), *extra_sections, PNG_NOTE, ""]
     return "\n".join(parts)

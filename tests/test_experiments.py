@@ -239,12 +239,14 @@ def test_tiny_reproduction_runs_end_to_end(tmp_path, monkeypatch):
                 "claim1_synthetic_check.csv", "claim1_null_subtracted.csv",
                 "claim1_calibration_signs.csv", "claim2_scores.csv", "claim2_comparisons.csv",
                 "claim2_units.csv", "claim2_calibration_offsets.csv", "claim3_identity_grid.csv",
-                "claim3_negative_controls.csv"}
+                "claim3_negative_controls.csv", "calibration_faults_calibration.csv",
+                "calibration_faults_patients.csv", "calibration_faults_rule.csv"}
     assert expected <= {p.name for p in tmp_path.iterdir()}
     assert messages and messages[-1] == "writing tables and report"
     meta = json.loads((tmp_path / "run.json").read_text())
     assert set(meta["verdicts"]) == {"1. opposite signs", "2. clinical decision task",
-                                     "3. identity across families and methods"}
+                                     "3. identity across families and methods",
+                                     "calibration faults: recalibrate or re-measure"}
     # The identity grid covers every method registered when the run started, and the
     # negative controls fail visibly while every linear cell passes.
     assert meta["verdicts"]["3. identity across families and methods"] == "reproduced"
