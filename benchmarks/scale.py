@@ -3,11 +3,11 @@ size, and --jobs / a Dask LocalCluster against one process.
 
     python benchmarks/scale.py [--sizes 10000,100000] [--out FILE.md]
 
-Workload: the speed benchmark's synthetic data (benchmarks/speed.py) at d = 12, with separate
-training (3,000 rows) and calibration (1,000 rows) files, so DATA is the cohort; gbm for f and
-σ, normalized family, exact Shapley, Parquet output. Every run is its own `cpdecomp explain`
-process: peak RSS is that process's ru_maxrss (os.wait4), CPU its user + system time, so the
-sizes compare side by side in one run. The scale-out rows explain the largest size up to
+Workload: the speed benchmark's synthetic data (benchmarks/speed/workload.py) at d = 12, with
+separate training (3,000 rows) and calibration (1,000 rows) files, so DATA is the cohort; gbm
+for f and σ, normalized family, exact Shapley, Parquet output. Every run is its own `cpdecomp
+explain` process: peak RSS is that process's ru_maxrss (os.wait4), CPU its user + system time,
+so the sizes compare side by side in one run. The scale-out rows explain the largest size up to
 10^5 with one process, `--jobs 2` and a 2-worker LocalCluster on 127.0.0.1, counting the
 workers' CPU too (sampled from their process tree while they run).
 """

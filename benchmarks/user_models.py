@@ -28,6 +28,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 import pandas as pd
+from speed.harness import publish
 from threadpoolctl import threadpool_limits
 
 from core import Explainer, system_from_models
@@ -176,7 +177,8 @@ def dims_and_patients(quick: bool) -> tuple[tuple[int, ...], int]:
 
 
 def measure_all(quick: bool) -> list[dict[str, Any]]:
-    """Every model type at every d, one thread each (speed.py runs this in its own process)."""
+    """Every model type at every d, one thread each (the speed benchmark runs this after its
+    grid, in the same process)."""
     dims, patients = dims_and_patients(quick)
     rows = []
     with threadpool_limits(limits=1):
@@ -250,10 +252,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = measure_all(args.quick)
     command = "python benchmarks/user_models.py" + (" --quick" if args.quick else "")
-    text = report(rows, command)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(report(rows, command), args.out)
 
 
 if __name__ == "__main__":
