@@ -3,15 +3,14 @@
     python benchmarks/bootstrap.py [--replicates 200] [--background-replicates 10]
                                    [--repeats 5] [--out FILE.md]
 
-Workload: the speed benchmark's (benchmarks/speed.py: synthetic heteroscedastic data, gbm for f
-and σ, normalized family), d = 12, n = 1000 calibration rows, m = 1000 background rows, exact
-Shapley. Side by side in one process, per repeat: the calibration game cold as every run
-computes it, the same game keeping each sorted score's row (what a bootstrap needs), and the
-bootstrap itself (re-weighting, re-ranking and φ_C per replicate, no model call), and the
-background bootstrap (each replicate a fresh background: its tree tables and one more
+Workload: the speed benchmark's (benchmarks/speed/workload.py: synthetic heteroscedastic data,
+gbm for f and σ, normalized family), d = 12, n = 1000 calibration rows, m = 1000 background
+rows, exact Shapley. Side by side in one process, per repeat: the calibration game cold as
+every run computes it, the same game keeping each sorted score's row (what a bootstrap needs),
+and the bootstrap itself (re-weighting, re-ranking and φ_C per replicate, no model call), and
+the background bootstrap (each replicate a fresh background: its tree tables and one more
 calibration game), reported per replicate. The ratios are the result (target: calibration
-bootstrap ≤ 2× the game); read single times as ±30 % on a shared machine.
-"""
+bootstrap ≤ 2× the game); read single times as ±30 % on a shared machine. """
 
 from __future__ import annotations
 
