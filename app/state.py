@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import streamlit as st
@@ -24,9 +25,10 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app import auth, planning, sources
 from app.reviews import ReviewStore, configured_location
+from app.shown import Shown, shown_report
 from app.sources import Dataset
-from core import FAMILIES, Report, Study, StudyOptions, prepare_study, target_values
-from core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS, build_design
+from core import FAMILIES, MODELS, Report, Study, StudyOptions, prepare_study, target_values
+from core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS, METHOD_LABELS, build_design
 from core.bounded import BoundedCache
 from core.cancel import Cancelled, cancellable, checkpoint
 from core.coalitions import MAX_PLAYERS
@@ -648,7 +650,8 @@ def remember_run(config: RunConfig, dataset: Dataset, timings: dict[str, float])
 
 @dataclass(frozen=True, eq=False)
 class Results:
-    """The last run's study and its report in the units on show."""
+    """The last run's study and its report in the units on show. Pages read `shown`, its flat
+    record; the study is for the few that compute more (what-if, interactions)."""
 
     config: RunConfig
     study: Study
@@ -658,6 +661,10 @@ class Results:
     @property
     def dataset_key(self) -> str:
         return self.config.dataset_key
+
+    @cached_property
+    def shown(self) -> Shown:
+        return shown_report(self.report, (self.config, self.units), self.config.options.target)
 
 
 def current_units(config: RunConfig) -> Units:
@@ -689,10 +696,31 @@ def results_in_width_units(shown: Results) -> Results:
     return Results(shown.config, shown.study, report, "width")
 
 
-def units_label(results: Results) -> str:
-    if results.units == "log":
-        return "log width"
-    return f"width ({results.config.options.target} units)"
+def run_facts(results: Results) -> dict[str, str]:
+    """What the run's numbers depend on, for the HTML case summary."""
+    config = results.config
+    shown = results.shown
+    options = config.options
+    method = METHOD_LABELS.get(config.method, config.method)
+    # The user's fitted models, when the run used them (its dataset carries them).
+    state = st.session_state
+    dataset = state.get("run_dataset") if state.get("last_run") == config else None
+    user_models = getattr(dataset, "models", None)
+    if shown.budget is not None and config.method != "exact":
+        method += f", budget {shown.budget}"
+    return {
+        "dataset": config.dataset_name,
+        "target": options.target,
+        "model": planning.model_name(options.model, user_models) if user_models else (
+            MODELS[options.model].label if options.model in MODELS else options.model),
+        "conformal family": f"{options.family} ({FAMILIES[options.family].label})",
+        "α (miscoverage)": f"{shown.alpha:g} (confidence {1 - shown.alpha:.0%})",
+        "calibration rows": str(shown.n_calibration),
+        "background rows": str(shown.background_size),
+        "attribution method": method,
+        "seed": str(options.seed),
+        "units": shown.units_label,
+    }
 
 
 @st.cache_resource(show_spinner=False)

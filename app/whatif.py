@@ -47,7 +47,7 @@ def fields(results: Results) -> list[Field]:
 
 def original_values(results: Results, position: int) -> dict[str, object]:
     """The patient's values, as the what-if widgets start from them (None when missing)."""
-    row = results.report.feature_values.iloc[position]
+    row = results.shown.feature_values.iloc[position]
     values: dict[str, object] = {}
     for field in fields(results):
         value = row[field.name]

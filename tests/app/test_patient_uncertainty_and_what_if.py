@@ -203,7 +203,8 @@ def test_the_case_summary_carries_the_intervals_and_the_mark() -> None:
 
     at = patient_page()
     study, report = independent_report(at)
-    html = cases.case_html(Results(at.session_state["last_run"], study, report, "width"), 0, [])
+    results = Results(at.session_state["last_run"], study, report, "width")
+    html = cases.case_html(results.shown, 0, {"units": results.shown.units_label}, [])
     assert "resampled calibration sets" in html
     assert "calibration-driven, low end" in html and "not settled" in html
 
