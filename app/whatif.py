@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from app.state import CALIBRATION_BOOTSTRAP, Results
+from app.runs import CALIBRATION_BOOTSTRAP
+from app.state import Results
 from core.decomposition import in_units
 from core.errors import CpdecompError
 from core.explainer import Explanation

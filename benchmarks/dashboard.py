@@ -38,7 +38,7 @@ MAIN = ROOT / "app" / "main.py"
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "dashboard.md"
 SHORT = {"Fitting the model components": "fit", "Computing the calibration game": "calibration",
          "Explaining every patient": "patients"}
-"""Table labels for the stages of app.state.compute."""
+"""Table labels for the stages of app.runs.compute."""
 
 
 def summary(seconds: list[float]) -> str:
@@ -287,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
             f"* Cohort page (click in the navigation → its {COHORT_CHARTS} charts drawn): first "
             f"visit after the browser session's first Run "
             f"{1000 * browser['cohort first'][0]:.0f} ms (the Data page, where the session "
-            f"opens, drawn first); first visit after each later Run (α = {', '.join(map(str, ALPHAS))}) "
+            f"opens, drawn first); first visit after each later Run "
+            f"(α = {', '.join(map(str, ALPHAS))}) "
             f"{summary(browser['cohort first'][1:])}; visiting again from Setup "
             f"{summary(browser['cohort again'])}. Ratios of medians: later Runs "
             f"**{later_ratio(browser):.2f}×**, the session's first Run "

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app import charts, planning, sources, state, widgets
+from app import charts, housekeeping, planning, sources, state, widgets
 from app.text import markdown_text
 from core import choose_columns, target_values
 from core.data import require_values, require_varied_target
@@ -137,7 +137,7 @@ else:
 
 # Only the files the uploaders above hold stay in memory: a replaced upload, or one under
 # another source, is parsed already or no longer wanted.
-state.drop_superseded_uploads([st.session_state.get(key) for key in (
+housekeeping.drop_superseded_uploads([st.session_state.get(key) for key in (
     "upload", "model_table", *(f"model_{c}" for c in sources.MODEL_COMPONENTS),
     *(f"upload_{role}" for role in sources.ROLES))])
 

@@ -79,7 +79,7 @@ def test_cohort_calibration_vector_has_the_bootstrap_whiskers_in_log_units() -> 
     import plotly.io as pio
 
     from app import charts
-    from app.state import CALIBRATION_BOOTSTRAP
+    from app.runs import CALIBRATION_BOOTSTRAP
 
     def array(value) -> np.ndarray:
         if isinstance(value, dict):  # plotly's typed binary block

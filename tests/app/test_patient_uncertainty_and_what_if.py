@@ -19,7 +19,7 @@ from dashboard_helpers import errors, new_app, run_linear, shown
 from app import charts, sources
 from app.reading import patient_reading
 from app.reviews import ReviewStore
-from app.state import CALIBRATION_BOOTSTRAP
+from app.runs import CALIBRATION_BOOTSTRAP
 from app.text import people_number
 from core import prepare_study
 
