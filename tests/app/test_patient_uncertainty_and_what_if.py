@@ -9,12 +9,10 @@ interval from `Study.explain(calibration_bootstrap=...)`, the comparator from
 
 from __future__ import annotations
 
-import base64
-
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-from dashboard_helpers import errors, new_app, run_linear, shown
+from dashboard_helpers import errors, figure_numbers, new_app, run_linear, shown
 
 from app import charts, sources
 from app.reading import patient_reading
@@ -44,11 +42,7 @@ def figures(at) -> list[go.Figure]:
     return [pio.from_json(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
-def array(value) -> np.ndarray:
-    """A figure's numbers: plotly sends arrays as typed binary blocks ({dtype, bdata})."""
-    if isinstance(value, dict):
-        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-    return np.asarray(value, dtype=float)
+array = figure_numbers
 
 
 def test_whiskers_and_unsettled_marks_follow_the_bootstrap() -> None:
