@@ -13,7 +13,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app import housekeeping, planning, runs, sources
 from app.reviews import ReviewStore, configured_location
-from app.runs import CALIBRATION_BOOTSTRAP, RunConfig, RunJob, run_size
+from app.runs import RunConfig, RunJob
+from app.runs import run_size as run_size  # re-exported: the Setup page reads state.run_size
 from app.shown import Shown, shown_report
 from app.sources import Dataset, source_table
 from core import FAMILIES, MODELS, Report, Study, StudyOptions, target_values
@@ -21,9 +22,6 @@ from core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS, METHOD_LABELS
 from core.decomposition import Units
 from core.errors import CpdecompError
 from sample_data import SAMPLES
-
-__all__ = ["CALIBRATION_BOOTSTRAP", "RunConfig", "RunJob", "run_size", "source_table"]
-"""Names the pages (Setup) and the what-if read here, defined in app/runs.py and app/sources.py."""
 
 logger = logging.getLogger("cpdecomp.app.state")
 
