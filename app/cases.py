@@ -1,25 +1,26 @@
-"""One patient's case: the table, figures and facts the Patient page and the HTML summary share."""
+"""One patient's case: the table, figures and facts the Patient page and the HTML summary share.
+
+Every function here takes data (a `Shown`, a decomposition) and never the session: the page
+passes in what it read from the session, so a figure is a pure function of its inputs and is
+kept per (run, units, patient).
+"""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
 
-from app import charts, export, planning, summaries
+from app import charts, export, summaries
 from app.reading import patient_reading
 from app.reviews import ReviewEvent
-from app.state import Results, results_in_width_units, units_label
+from app.shown import Shown, disagreement_flags
 from app.text import people_number
-from core import FAMILIES, MODELS
-from core.attribution import METHOD_LABELS
 from core.decomposition import Decomposition
 from core.missing import is_missing
 
@@ -31,14 +32,14 @@ _kept: OrderedDict[tuple, object] = OrderedDict()
 _kept_lock = threading.Lock()
 
 
-def kept(kind: str, results: Results, position: int, build: Callable[[], T]) -> T:
+def kept(kind: str, shown: Shown, position: int, build: Callable[[], T]) -> T:
     """One patient's figure or table, built once per (run, units, patient, kind): going back to
     a patient, or a rerun of the page that does not change the patient, reuses it.
 
-    The run's configuration and the units fix the report (a refitted study is the same, the
-    fit being seeded), so they key the cache with the position. Callers never change what
-    they get back."""
-    key = (kind, results.config, results.units, position)
+    `shown.key` (the run's configuration and the units) fixes the report (a refitted study is
+    the same, the fit being seeded), so it keys the cache with the position. Callers never
+    change what they get back."""
+    key = (kind, shown.key, position)
     with _kept_lock:
         if key in _kept:
             _kept.move_to_end(key)
@@ -51,34 +52,18 @@ def kept(kind: str, results: Results, position: int, build: Callable[[], T]) -> 
     return value
 
 
-def disagreements(results: Results, position: int) -> np.ndarray:
-    """Features whose calibration-driven and instance-driven parts have opposite signs (parts
-    under SIGN_CUT of the patient's largest attribution have none)."""
-    return decomposition_disagreements(results.report.explanation.decomposition, position)
-
-
 def decomposition_disagreements(d: Decomposition, position: int) -> np.ndarray:
-    """disagreements for one row of a decomposition. A calibration-driven part whose sign is
-    not settled (its interval holds 0) has no sign to oppose."""
-    scale = summaries.attribution_scale(d)[position:position + 1]
-    flags = summaries.opposite(
-        summaries.signs(d.calibration[position:position + 1], scale, summaries.SIGN_CUT),
-        summaries.signs(d.instance[position:position + 1], scale, summaries.SIGN_CUT))[0]
-    unsettled = calibration_unsettled(d, position)
-    return flags if unsettled is None else flags & ~unsettled
+    """`Shown.disagree` for one row of a decomposition (an edited patient's)."""
+    row = slice(position, position + 1)
+    unsettled = d.calibration_sign_uncertain
+    return disagreement_flags(d.calibration[row], d.instance[row], d.total[row],
+                              None if unsettled is None else unsettled[row])[0]
 
 
-def calibration_unsettled(d: Decomposition, position: int) -> np.ndarray | None:
-    """Per feature: does the calibration-driven part's interval hold 0 (None: no interval)?"""
-    uncertain = d.calibration_sign_uncertain
-    return None if uncertain is None else np.asarray(uncertain[position], dtype=bool)
-
-
-def calibration_range(d: Decomposition, position: int
-                      ) -> tuple[np.ndarray, np.ndarray] | None:
-    if d.calibration_low is None or d.calibration_high is None:
+def calibration_range(shown: Shown, position: int) -> tuple[np.ndarray, np.ndarray] | None:
+    if shown.calibration_low is None or shown.calibration_high is None:
         return None
-    return d.calibration_low[position], d.calibration_high[position]
+    return shown.calibration_low[position], shown.calibration_high[position]
 
 
 def display_value(value: object) -> str:
@@ -92,191 +77,154 @@ def display_value(value: object) -> str:
     return str(value)
 
 
-def patient_table(results: Results, position: int) -> pd.DataFrame:
+def patient_table(shown: Shown, position: int) -> pd.DataFrame:
     """Per feature: the patient's value and the three attributions (kept: do not change it)."""
-    return kept("table", results, position, lambda: _patient_table(results, position))
+    return kept("table", shown, position, lambda: _patient_table(shown, position))
 
 
-def _patient_table(results: Results, position: int) -> pd.DataFrame:
-    report = results.report
-    d = report.explanation.decomposition
-    flags = disagreements(results, position)
-    order = charts.feature_order(d.total[position])  # the charts' order
-    span = calibration_range(d, position)
-    unsettled = calibration_unsettled(d, position)
+def _patient_table(shown: Shown, position: int) -> pd.DataFrame:
+    flags = shown.disagree[position]
+    order = charts.feature_order(shown.total[position])  # the charts' order
+    span = calibration_range(shown, position)
+    unsettled = shown.calibration_unsettled
+    errors = (shown.calibration_se, shown.instance_se, shown.total_se)
     return pd.DataFrame({
-        "feature": list(d.features),
+        "feature": list(shown.features),
         # As text: a column mixing numbers and category names cannot go to Arrow, and
         # Streamlit's fallback logs the offending cell value.
-        "value": feature_texts(results, position),
-        "calibration-driven": d.calibration[position],
-        "instance-driven": d.instance[position],
-        "total": d.total[position],
-        **({f"{name} ± SE": getattr(d, f"{part}_se")[position]
-            for part, name in (("calibration", "calibration-driven"),
-                               ("instance", "instance-driven"), ("total", "total"))}
-           if d.total_se is not None else {}),
+        "value": feature_texts(shown, position),
+        "calibration-driven": shown.calibration[position],
+        "instance-driven": shown.instance[position],
+        "total": shown.total[position],
+        **({f"{name} ± SE": se[position]
+            for se, name in zip(errors, ("calibration-driven", "instance-driven", "total"),
+                                strict=True) if se is not None}
+           if shown.sampled else {}),
         **({"calibration-driven, low end": span[0], "calibration-driven, high end": span[1],
             "calibration-driven direction": ["not settled" if u else "settled"
-                                             for u in unsettled]}
+                                             for u in unsettled[position]]}
            if span is not None and unsettled is not None else {}),
         "signs differ": ["yes" if f else "" for f in flags],
     }).iloc[order].reset_index(drop=True)
 
 
-def feature_texts(results: Results, position: int) -> list[str]:
+def feature_texts(shown: Shown, position: int) -> list[str]:
     """The patient's value of each feature, as text."""
-    values = results.report.feature_values.iloc[position]
-    return [display_value(values[f]) for f in results.report.explanation.decomposition.features]
+    values = shown.feature_values.iloc[position]
+    return [display_value(values[f]) for f in shown.features]
 
 
-def number_scale(results: Results) -> float:
-    """The width scale every number on show is rounded at (`people_number`): the featureless
-    width in width units; in log units the featureless log width or the largest total, the
-    larger (a log width can be near 0)."""
-    e = results.report.explanation
-    if results.units != "log":
-        return float(e.base_width)
-    d = e.decomposition
-    return max(abs(float(d.empty_value)), float(np.max(np.abs(d.total), initial=0.0)))
+def part_errors(shown: Shown, position: int) -> tuple[np.ndarray, ...] | None:
+    """The patient's Monte Carlo standard errors (calibration, instance, total), or None."""
+    errors = (shown.calibration_se, shown.instance_se, shown.total_se)
+    return None if any(se is None for se in errors) else tuple(
+        se[position] for se in errors if se is not None)
 
 
-def bars_figure(results: Results, position: int) -> go.Figure:
+def bars_figure(shown: Shown, position: int) -> go.Figure:
     """The patient's three panels (kept: do not change the figure)."""
-    return kept("bars", results, position, lambda: decomposition_bars(
-        results.report.explanation.decomposition, position, units_label(results),
-        feature_texts(results, position), number_scale(results)))
+    return kept("bars", shown, position, lambda: charts.side_by_side_bars(
+        shown.features, shown.calibration[position], shown.instance[position],
+        shown.total[position], units=shown.units_label, disagree=shown.disagree[position],
+        errors=part_errors(shown, position),
+        values=feature_texts(shown, position), calibration_range=calibration_range(
+            shown, position), scale=shown.number_scale))
 
 
 def decomposition_bars(d: Decomposition, position: int, units: str,
                        values: Sequence[str], scale: float | None = None) -> go.Figure:
-    """The three panels for one row of a decomposition (a cohort's patient or an edited one)."""
+    """The three panels for one row of a decomposition (an edited patient's)."""
     return charts.side_by_side_bars(
         d.features, d.calibration[position], d.instance[position], d.total[position],
         units=units, disagree=decomposition_disagreements(d, position),
         errors=None if (d.total_se is None or d.calibration_se is None or d.instance_se is None)
         else (d.calibration_se[position], d.instance_se[position], d.total_se[position]),
-        values=values, calibration_range=calibration_range(d, position), scale=scale,
+        values=values, calibration_range=None if (
+            d.calibration_low is None or d.calibration_high is None)
+        else (d.calibration_low[position], d.calibration_high[position]), scale=scale,
     )
 
 
-def fixed_quantile_figure(results: Results, position: int) -> go.Figure | None:
+def fixed_quantile_figure(shown: Shown, position: int, width_units_label: str
+                          ) -> go.Figure | None:
     """The practitioners' comparator for one patient, in the bars' feature order; None when
-    the run did not compute it."""
-    d = results.report.explanation.decomposition
-    if d.fixed_quantile is None:
+    the run did not compute it. `width_units_label`: its axis title (always width units)."""
+    if shown.fixed_quantile is None:
         return None
-    order = charts.feature_order(d.total[position])
-    fixed = d.fixed_quantile[position]
+    order = charts.feature_order(shown.total[position])
+    fixed = shown.fixed_quantile[position]
     # Always in width units, whatever the units on show: q̂ held fixed has no log scale.
-    return kept("fixed_quantile", results, position, lambda: charts.vector_bars(
-        d.features, fixed, order, view="fixed",
-        units=units_label(replace(results, units="width")),
-        scale=float(results.report.explanation.base_width),
+    return kept("fixed_quantile", shown, position, lambda: charts.vector_bars(
+        shown.features, fixed, order, view="fixed", units=width_units_label,
+        scale=shown.base_width,
         title="What a standard SHAP of the interval shows<br><sup>the width's Shapley values "
               "with the calibration set's quantile held fixed</sup>"))
 
 
-def has_instance_part(results: Results) -> bool:
-    """False for a family whose width ignores the patient (absolute): the instance-driven part
-    is then zero for everyone."""
-    return bool(FAMILIES[results.config.options.family].instance_components)
+def case_reading(width: Shown, position: int, unit: str = "") -> str:
+    """The patient's case in one paragraph; `width`: the run in width units (the reading
+    speaks in widths whatever the units on show)."""
+    return patient_reading(width.features, width.calibration[position],
+                           width.instance[position], width.total[position],
+                           float(width.width[position]), width.base_width, unit=unit,
+                           has_instance_part=width.has_instance_part,
+                           calibration_unsettled=None if width.calibration_unsettled is None
+                           else width.calibration_unsettled[position])
 
 
-def case_reading(results: Results, position: int, unit: str = "") -> str:
-    """The patient's case in one paragraph, in width units whatever the units on show."""
-    width = results_in_width_units(results)
-    e = width.report.explanation
-    d = e.decomposition
-    return patient_reading(d.features, d.calibration[position], d.instance[position],
-                           d.total[position], float(e.width[position]), e.base_width,
-                           unit=unit, has_instance_part=has_instance_part(results),
-                           calibration_unsettled=calibration_unsettled(d, position))
-
-
-def waterfall_figure(results: Results, position: int) -> go.Figure:
+def waterfall_figure(shown: Shown, position: int) -> go.Figure:
     """Steps from the featureless width to the patient's (log widths in log units; kept: do not
     change the figure)."""
-    return kept("waterfall", results, position, lambda: _waterfall_figure(results, position))
+    return kept("waterfall", shown, position, lambda: _waterfall_figure(shown, position))
 
 
-def _waterfall_figure(results: Results, position: int) -> go.Figure:
-    e = results.report.explanation
-    d = e.decomposition
-    if results.units == "log":
-        start, end = d.empty_value, float(d.full_value[position])
+def _waterfall_figure(shown: Shown, position: int) -> go.Figure:
+    if shown.units == "log":
+        start, end = shown.empty_value, float(shown.full_value[position])
         labels = ("featureless log width", "this patient's log width")
     else:
-        start, end = e.base_width, float(e.width[position])
+        start, end = shown.base_width, float(shown.width[position])
         labels = ("featureless width", "this patient's width")
-    return charts.width_waterfall(d.features, d.total[position], start, end,
-                                  units=units_label(results), start_label=labels[0],
-                                  end_label=labels[1], scale=number_scale(results))
+    return charts.width_waterfall(shown.features, shown.total[position], start, end,
+                                  units=shown.units_label, start_label=labels[0],
+                                  end_label=labels[1], scale=shown.number_scale)
 
 
-def configuration_facts(results: Results) -> dict[str, str]:
-    """What the numbers depend on, for captions and the HTML summary."""
-    config = results.config
-    e = results.report.explanation
-    options = config.options
-    method = METHOD_LABELS.get(config.method, config.method)
-    # The user's fitted models, when the run used them (its dataset carries them).
-    dataset = st.session_state.get("run_dataset") if (
-        st.session_state.get("last_run") == config) else None
-    user_models = getattr(dataset, "models", None)
-    if e.budget is not None and config.method != "exact":
-        method += f", budget {e.budget}"
-    return {
-        "dataset": config.dataset_name,
-        "target": options.target,
-        "model": planning.model_name(options.model, user_models) if user_models else (
-            MODELS[options.model].label if options.model in MODELS else options.model),
-        "conformal family": f"{options.family} ({FAMILIES[options.family].label})",
-        "α (miscoverage)": f"{e.alpha:g} (confidence {1 - e.alpha:.0%})",
-        "calibration rows": str(e.n_calibration),
-        "background rows": str(e.background_size),
-        "attribution method": method,
-        "seed": str(options.seed),
-        "units": units_label(results),
-    }
-
-
-def case_html(results: Results, position: int, reviews: Sequence[ReviewEvent]) -> str:
-    """A standalone HTML summary of one patient's case."""
-    report = results.report
-    e = report.explanation
-    patient = str(report.patient_ids[position])
-    scale = float(e.base_width)
+def case_html(shown: Shown, position: int, facts: Mapping[str, str],
+              reviews: Sequence[ReviewEvent]) -> str:
+    """A standalone HTML summary of one patient's case; `facts`: what the numbers depend on
+    (`state.run_facts`)."""
+    patient = str(shown.patient_ids[position])
 
     def num(value: float) -> str:
-        return people_number(value, scale)
+        return people_number(value, shown.base_width)
 
-    facts = {
+    case = {
         "patient": patient,
-        "prediction": num(e.prediction[position]),
-        "interval": f"[{num(e.lower[position])}, {num(e.upper[position])}]",
-        "width": f"{num(e.width[position])} (featureless width {num(e.base_width)})",
+        "prediction": num(shown.prediction[position]),
+        "interval": f"[{num(shown.lower[position])}, {num(shown.upper[position])}]",
+        "width": f"{num(shown.width[position])} (featureless width {num(shown.base_width)})",
         "width percentile in the cohort":
-            f"{summaries.percentile_ranks(e.width)[position]:.0f}",
+            f"{summaries.percentile_ranks(shown.width)[position]:.0f}",
     }
-    if report.targets is not None and not np.isnan(report.targets[position]):
-        facts["observed target"] = num(report.targets[position])
-    facts.update(configuration_facts(results))
+    if shown.targets is not None and not np.isnan(shown.targets[position]):
+        case["observed target"] = num(shown.targets[position])
+    case.update(facts)
     notes = [
         "Calibration-driven: set by the calibration set through the conformal quantile. "
         "Instance-driven: set by this patient's own values. Total = calibration + instance. "
         f"Features marked {charts.DISAGREE_MARK} have parts of opposite signs.",
     ]
-    if e.decomposition.calibration_low is not None:
+    if shown.calibration_low is not None:
         notes.append(
             "Whiskers on the calibration-driven bars: its 90% interval over "
-            f"{e.calibration_bootstrap} resampled calibration sets. Features marked "
+            f"{shown.calibration_bootstrap} resampled calibration sets. Features marked "
             f"{charts.UNSETTLED_MARK} (pale bars) have an interval holding 0: whether the "
             "calibration set makes them widen or narrow the interval is not settled.")
     return export.case_summary_html(
-        title=f"cpdecomp case summary: patient {patient}", facts=facts,
-        figures=[bars_figure(results, position), waterfall_figure(results, position)],
-        table=patient_table(results, position),
+        title=f"cpdecomp case summary: patient {patient}", facts=case,
+        figures=[bars_figure(shown, position), waterfall_figure(shown, position)],
+        table=patient_table(shown, position),
         reviews=[{"created_at": r.created_at, "status": r.status, "note": r.note,
                   "reviewer": r.reviewer} for r in reviews],
         notes=notes,

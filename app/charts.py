@@ -327,6 +327,19 @@ def width_histogram(widths: np.ndarray, *, base_width: float, threshold: float |
     return _figure([trace], layout)
 
 
+def outcome_histogram(values: np.ndarray, *, target: str, height: int = 260) -> go.Figure:
+    """Distribution of the target in the data (the training file, if separate), to judge the
+    range the outcome can take (grey: no part of a width)."""
+    values = np.asarray(values, dtype=float)
+    trace = dict(type="histogram", x=values[np.isfinite(values)], nbinsx=30,
+                 marker={"color": "#999999", "line": {"color": "#333333", "width": 1}},
+                 hovertemplate="%{x}: %{y} rows<extra></extra>")
+    layout = _layout(height, "The outcome in the data", left=70)
+    layout["xaxis"].update(title={"text": plotly_text(target)})
+    layout["yaxis"].update(title={"text": "rows"}, autorange=True)
+    return _figure([trace], layout)
+
+
 def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, *,
                 view: str, units: str, title: str,
                 span: tuple[np.ndarray, np.ndarray] | None = None,

@@ -12,7 +12,7 @@ import traceback
 import streamlit as st
 from streamlit.logger import get_logger
 
-from app import downloads, planning, state
+from app import downloads, housekeeping, planning, state
 from app.text import markdown_text
 from core.errors import CpdecompError
 
@@ -26,7 +26,7 @@ st.set_page_config(page_title="cpdecomp: why is this interval wide?", page_icon=
 
 downloads.remember_session()  # downloads are served to this session's browser only
 state.init_session()
-state.start_housekeeping()  # frees what sessions that left still hold
+housekeeping.start_housekeeping()  # frees what sessions that left still hold
 state.keep_widget_state()
 state.collect_run()  # a Run that ended while this session was elsewhere: its results are in
 

@@ -360,3 +360,8 @@ def family_for(components: Sequence[str]) -> str:
     if {"lo", "hi"} <= given:
         return "cqr"
     return "normalized" if "sigma" in given else "absolute"
+
+
+def source_table(dataset: Dataset) -> pd.DataFrame:
+    """The table the target and features are chosen from (the training file, if separate)."""
+    return dataset.train if dataset.train is not None else dataset.patients

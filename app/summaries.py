@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from app.reviews import ReviewEvent
-from core import Decomposition, Report
+from core import Report
 
 ZERO_SHARE = 1e-9
 """An attribution smaller than this fraction of the patient's largest one is rounding noise."""
@@ -60,10 +60,11 @@ def signs(values: np.ndarray, scale: np.ndarray, share: float = ZERO_SHARE) -> n
     return np.where(np.abs(values) <= tolerance, 0, np.sign(values)).astype(int)
 
 
-def attribution_scale(decomposition: Decomposition) -> np.ndarray:
-    """Per patient, the largest magnitude among the three views (in their units)."""
-    d = decomposition
-    return np.max(np.abs(np.stack([d.calibration, d.instance, d.total])), axis=(0, 2))
+def attribution_scale(calibration: np.ndarray, instance: np.ndarray,
+                      total: np.ndarray) -> np.ndarray:
+    """Per patient, the largest magnitude among the three views (patients x features, in
+    their units)."""
+    return np.max(np.abs(np.stack([calibration, instance, total])), axis=(0, 2))
 
 
 def opposite(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -77,7 +78,7 @@ def sign_disagreement(report: Report) -> pd.DataFrame:
     opposing the instance-driven part."""
     e = report.explanation
     d = e.decomposition
-    scale = attribution_scale(d)
+    scale = attribution_scale(d.calibration, d.instance, d.total)
     s_c, s_i, s_t = (signs(v, scale, SIGN_CUT) for v in (d.calibration, d.instance, d.total))
     if d.calibration_sign_uncertain is not None:
         s_c = np.where(d.calibration_sign_uncertain, 0, s_c)

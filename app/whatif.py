@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from app.state import CALIBRATION_BOOTSTRAP, Results
+from app.runs import CALIBRATION_BOOTSTRAP
+from app.state import Results
 from core.decomposition import in_units
 from core.errors import CpdecompError
 from core.explainer import Explanation
@@ -47,7 +48,7 @@ def fields(results: Results) -> list[Field]:
 
 def original_values(results: Results, position: int) -> dict[str, object]:
     """The patient's values, as the what-if widgets start from them (None when missing)."""
-    row = results.report.feature_values.iloc[position]
+    row = results.shown.feature_values.iloc[position]
     values: dict[str, object] = {}
     for field in fields(results):
         value = row[field.name]

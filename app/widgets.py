@@ -54,6 +54,6 @@ def results_preview(results: state.Results) -> None:
     reads the results line: without it the first visit to the Cohort or Patient page after a
     Run waited for that load too (4-9 s on a loaded machine, against 0.3-0.6 s for a visit
     again)."""
-    e = results.report.explanation
+    e = results.shown
     chart(charts.width_histogram(summaries.comparable_widths(e.width), base_width=e.base_width,
                                  height=260), key="results_preview")

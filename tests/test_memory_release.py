@@ -1,8 +1,8 @@
 """A session that uploads table after table holds one upload, not all of them (real server).
 
 Streamlit keeps every file a session uploaded until the session ends; the Data page frees
-the ones its uploaders no longer hold (app/state.py, drop_superseded_uploads). Eight different
-23 MiB tables are uploaded in turn in chromium: the server's resident set after the eighth
+the ones its uploaders no longer hold (app/housekeeping.py, drop_superseded_uploads). Eight
+different 23 MiB tables are uploaded in turn in chromium: the server's resident set after the eighth
 stays within a generous bound above its size after the first (before the fix each upload
 added about 45 MiB: 20 uploads took the server from 70 to 960 MiB). The release after a
 session leaves is measured in benchmarks/load.py (it waits out Streamlit's two-minute

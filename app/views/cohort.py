@@ -5,20 +5,18 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import cases, charts, glossary, planning, state, summaries, widgets
-from app.state import units_label
+from app import charts, glossary, planning, state, summaries, widgets
 from app.text import markdown_text, people_number, table_format
 from app.views import interactions
 
 st.title("Cohort")
 results = widgets.require_results()
-report = results.report
-e = report.explanation
-d = e.decomposition
-units = units_label(results)
+report = results.report  # for the summaries, which read core's report
+e = results.shown  # the run in the units on show: every array the page draws
+units = e.units_label
 config = results.config
-width_scale = float(e.base_width)
-part_scale = cases.number_scale(results)
+width_scale = e.base_width
+part_scale = e.number_scale
 
 
 def num(value: float, signed: bool = False) -> str:
@@ -28,7 +26,7 @@ def num(value: float, signed: bool = False) -> str:
 
 cover = summaries.coverage(report)
 cols = st.columns(4)
-cols[0].metric("Patients explained", f"{len(report.patient_ids)}")
+cols[0].metric("Patients explained", f"{e.n}")
 cols[1].metric("Median width", f"{num(np.median(e.width))}",
                delta=f"{num(np.median(e.width) - e.base_width, signed=True)} vs featureless",
                delta_color="off", delta_arrow="off")
@@ -51,7 +49,7 @@ if cover.n:
 
 widths = summaries.comparable_widths(e.width)
 tied = summaries.widths_tied(e.width)
-if not cases.has_instance_part(results):
+if not e.has_instance_part:
     st.info(f"Under the {config.options.family} family every patient's interval has the same "
             "width: it is set by the calibration set alone. No feature of the patient changes "
             "it, so there is no instance-driven part (it is zero for every feature) and the "
@@ -75,10 +73,10 @@ widgets.chart(charts.width_histogram(widths, base_width=e.base_width))
 
 # On the additive scale the calibration-driven part is one vector for the whole cohort; in
 # width units a multiplicative family rescales it per patient, so the cohort sees its mean.
-spread = float(np.ptp(d.calibration, axis=0).max()) if len(d.calibration) else 0.0
-one_vector = spread <= 1e-9 * max(float(np.abs(d.calibration).max(initial=0.0)), 1.0)
-vector = d.calibration[0] if one_vector else d.calibration.mean(axis=0)
-order = charts.feature_order(np.abs(d.total).mean(axis=0))  # one order for the page
+spread = float(np.ptp(e.calibration, axis=0).max()) if len(e.calibration) else 0.0
+one_vector = spread <= 1e-9 * max(float(np.abs(e.calibration).max(initial=0.0)), 1.0)
+vector = e.calibration[0] if one_vector else e.calibration.mean(axis=0)
+order = charts.feature_order(np.abs(e.total).mean(axis=0))  # one order for the page
 label = (f"α = {e.alpha:g} · calibration n = {e.n_calibration} · background "
          f"{e.background_size}")
 left, right = st.columns(2)
@@ -87,9 +85,9 @@ with left:
              else "Calibration-driven (cohort mean)")
     # The bootstrap interval is one per feature only where the vector is (a mean over patients
     # of rescaled intervals would be no interval).
-    span = (d.calibration_low[0], d.calibration_high[0]) if (
-        one_vector and d.calibration_low is not None and d.calibration_high is not None) else None
-    widgets.chart(charts.vector_bars(d.features, vector, order, view="calibration", units=units,
+    span = (e.calibration_low[0], e.calibration_high[0]) if (
+        one_vector and e.calibration_low is not None and e.calibration_high is not None) else None
+    widgets.chart(charts.vector_bars(e.features, vector, order, view="calibration", units=units,
                                      title=f"{title}<br><sup>{label}</sup>", span=span,
                                      scale=part_scale))
     if span is not None:
@@ -106,7 +104,7 @@ with left:
     st.caption(f"Specific to α = {e.alpha:g}: a feature's calibration-driven sign can change "
                "with α.")
 with right:
-    widgets.chart(charts.instance_distribution(d.features, d.instance, order, units=units))
+    widgets.chart(charts.instance_distribution(e.features, e.instance, order, units=units))
     st.caption("Each box spans the middle half of the patients; the whiskers and dots show "
                "the rest.")
 
@@ -119,7 +117,7 @@ st.caption("Calibration vs instance: the two parts pull in opposite directions. 
            f"wrong sign. Parts smaller than {summaries.SIGN_CUT:.0%} of the patient's largest "
            "attribution are too small to matter and are not counted"
            + (", nor are calibration-driven parts whose direction is not settled (marked ?)."
-              if d.calibration_sign_uncertain is not None else "."))
+              if e.calibration_unsettled is not None else "."))
 st.dataframe(
     disagreement.assign(
         calibration_vs_instance=lambda f: (100 * f["calibration_vs_instance"]).round(1),
@@ -133,7 +131,7 @@ st.dataframe(
 def subgroups() -> None:
     """Coverage, width and the two parts per subgroup of one feature, on request."""
     st.subheader("Subgroups")
-    feature = st.selectbox("Group patients by", [None, *d.features], key="subgroup_feature",
+    feature = st.selectbox("Group patients by", [None, *e.features], key="subgroup_feature",
                            format_func=lambda f: "(choose a feature)" if f is None else str(f),
                            help="Categories, or quarters of the patients by the feature's "
                                 "value (quartiles).")

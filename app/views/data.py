@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app import planning, sources, state
+from app import charts, housekeeping, planning, sources, state, widgets
 from app.text import markdown_text
 from core import choose_columns, target_values
 from core.data import require_values, require_varied_target
@@ -137,7 +137,7 @@ else:
 
 # Only the files the uploaders above hold stay in memory: a replaced upload, or one under
 # another source, is parsed already or no longer wanted.
-state.drop_superseded_uploads([st.session_state.get(key) for key in (
+housekeeping.drop_superseded_uploads([st.session_state.get(key) for key in (
     "upload", "model_table", *(f"model_{c}" for c in sources.MODEL_COMPONENTS),
     *(f"upload_{role}" for role in sources.ROLES))])
 
@@ -199,6 +199,9 @@ else:
         st.warning(markdown_text(note))
 
     st.subheader("What the outcome can be")
+    # Also the first chart a session meets, on the page it opens on: the browser loads its
+    # chart code here, not on the first visit to the results.
+    widgets.chart(charts.outcome_histogram(values, target=target), key="outcome_histogram")
     state.ensure_outcome_range(dataset, target)
     if st.session_state.get("outcome_inferred"):
         st.caption("No training value of the target is below 0, so it is taken as never "

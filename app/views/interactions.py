@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import charts, widgets
-from app.state import Results, units_label
+from app.state import Results
 from app.text import decimals_for, markdown_text, plotly_text, table_format
 from core.attribution import MAX_EXACT_PLAYERS, METHOD_LABELS
 from core.interactions import VIEWS, Interactions
@@ -27,7 +27,7 @@ HEAT_SIZE = 300
 def unavailable_reason(results: Results) -> str | None:
     """Plain words for why the run cannot give interaction values; None when it can."""
     method = results.config.method
-    n_features = len(results.report.explanation.features)
+    n_features = len(results.shown.features)
     if method != "exact":
         return ("Interaction values need the value of every combination of features, which "
                 f"only the exact method computes; this run used "
@@ -134,7 +134,7 @@ def render(results: Results) -> None:
                               "every patient: a few seconds on the first look."):
             return
         interactions = computed(results)
-        units = units_label(results)
+        units = results.shown.units_label
         with st.container(key="interactions_panel"):
             table = pairs_table(interactions)
             parts = ("Calibration-driven", "Instance-driven", "Total")

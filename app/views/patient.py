@@ -16,16 +16,16 @@ from core.errors import CpdecompError
 
 st.title("Patient")
 results = widgets.require_results()
-report = results.report
-e = report.explanation
-n = len(report.patient_ids)
+e = results.shown  # the run in the units on show: every array the page draws
+width = state.results_in_width_units(results).shown  # for the reading, which speaks in widths
+n = e.n
 ranks = summaries.percentile_ranks(e.width)
 positions = list(range(n))
 state.ensure_choice("patient", positions, 0)
 outcome = state.outcome_range(results.config)
 shown_lower, shown_upper, clipped = outcome.clip(e.lower, e.upper)
 unit = f" {outcome.unit}" if outcome.unit else ""
-width_scale = float(e.base_width)
+width_scale = e.base_width
 
 
 def num(value: float, signed: bool = False) -> str:
@@ -43,7 +43,7 @@ def patient_panel() -> None:
     pick, back, forward = st.columns([6, 1.2, 1.2], vertical_alignment="bottom")
     position = pick.selectbox(
         "Patient", positions, key="patient",
-        format_func=lambda i: f"{report.patient_ids[i]} · width {num(float(e.width[i]))} "
+        format_func=lambda i: f"{e.patient_ids[i]} · width {num(float(e.width[i]))} "
                               f"(percentile {ranks[i]:.0f})",
     )
     back.button("Previous", key="patient_previous", on_click=step, args=(-1,),
@@ -51,7 +51,7 @@ def patient_panel() -> None:
     forward.button("Next", key="patient_next", on_click=step, args=(1,),
                    icon=":material/arrow_forward:", use_container_width=True)
 
-    patient = str(report.patient_ids[position])
+    patient = str(e.patient_ids[position])
     cols = st.columns([1, 1.8, 1.4, 1])  # the interval needs room for two numbers
     cols[0].metric("Prediction", f"{num(e.prediction[position])}")
     interval = f"[{num(shown_lower[position])}, {num(shown_upper[position])}]"
@@ -67,8 +67,8 @@ def patient_panel() -> None:
                          f"{num(e.base_width)}", delta_color="inverse",
                    help="Featureless width: the interval's width for a patient about whom "
                         "nothing is known (every feature left out).")
-    if report.targets is not None and not np.isnan(report.targets[position]):
-        y = float(report.targets[position])
+    if e.targets is not None and not np.isnan(e.targets[position]):
+        y = float(e.targets[position])
         inside = e.lower[position] <= y <= e.upper[position]
         cols[3].metric("Observed", f"{num(y)}",
                        delta="inside the interval" if inside else "outside",
@@ -77,9 +77,9 @@ def patient_panel() -> None:
         cols[3].metric("Observed", "unknown")
 
     st.subheader(f"Why is patient {markdown_text(patient)}'s interval this wide?")
-    widgets.chart(cases.bars_figure(results, position))
+    widgets.chart(cases.bars_figure(e, position))
     with st.container(key="patient_reading"):
-        st.markdown(markdown_text(cases.case_reading(results, position, unit=outcome.unit)))
+        st.markdown(markdown_text(cases.case_reading(width, position, unit=outcome.unit)))
     if clipped[position]:
         st.caption(f"✂ The interval is clipped to what the outcome can be "
                    f"({markdown_text(outcome.describe())}); the model's own interval is "
@@ -87,25 +87,24 @@ def patient_panel() -> None:
                    "The width and its parts are those of the model's unclipped interval: "
                    "clipping is not a sum of feature parts, so it cannot be split between "
                    "them.")
-    flags = cases.disagreements(results, position)
-    d = e.decomposition
+    flags = e.disagree[position]
     if flags.any():
-        names = ", ".join(markdown_text(f) for f, flag in zip(d.features, flags, strict=True)
+        names = ", ".join(markdown_text(f) for f, flag in zip(e.features, flags, strict=True)
                           if flag)
         st.caption(f"{charts.DISAGREE_MARK} and a heavy outline: the calibration-driven and "
                    f"instance-driven parts pull in opposite directions ({names}); the total "
                    "shows only what is left. Parts under "
                    f"{summaries.SIGN_CUT:.0%} of the largest bar are not counted.")
-    if d.calibration_low is not None:
+    if e.calibration_low is not None:
         st.caption(calibration_range_caption(position))
-    if d.total_se is not None:
-        st.caption(f"{results.config.method} is a sampled estimate "
+    if e.sampled:
+        st.caption(f"{e.method} is a sampled estimate "
                    f"({e.n_evaluations} coalitions): the whiskers show ±2 Monte Carlo standard "
                    "errors, and the table lists each standard error. A larger budget on the "
                    "Setup page shrinks them as 1/√budget.")
 
-    widgets.chart(cases.waterfall_figure(results, position))
-    if not d.efficient:
+    widgets.chart(cases.waterfall_figure(e, position))
+    if not e.efficient:
         st.caption("This attribution method is not efficient: the attributions do not add up "
                    "to the width's change, and the waterfall shows the rest as 'not "
                    "attributed'. Calibration + instance = total still holds exactly.")
@@ -114,10 +113,10 @@ def patient_panel() -> None:
     compare(position)
 
     st.subheader("Feature values")
-    part_format = table_format(cases.number_scale(results))
+    part_format = table_format(e.number_scale)
     # Short headers with the full words in their help: at 1280 px every column shows without
     # a scroll bar.
-    st.dataframe(cases.patient_table(results, position), hide_index=True, column_config={
+    st.dataframe(cases.patient_table(e, position), hide_index=True, column_config={
         "calibration-driven": st.column_config.NumberColumn(
             "calibration", format=part_format, help="The calibration-driven part."),
         "instance-driven": st.column_config.NumberColumn(
@@ -147,9 +146,9 @@ def patient_panel() -> None:
 
 
 def calibration_range_caption(position: int) -> str:
-    unsettled = cases.calibration_unsettled(report.explanation.decomposition, position)
-    if unsettled is None:
+    if e.calibration_unsettled is None:
         return ""
+    unsettled = e.calibration_unsettled[position]
     count = int(unsettled.sum())
     text = ("The black whiskers on the calibration-driven bars show how much each part could "
             "change with another calibration set of the same size.")
@@ -161,15 +160,14 @@ def calibration_range_caption(position: int) -> str:
 
 
 def analyst_details() -> None:
-    d = report.explanation.decomposition
-    if d.calibration_low is None:
+    if e.calibration_low is None:
         return
     with st.expander("Details for analysts: the calibration-driven intervals"):
-        level = d.calibration_level or 0.9
+        level = e.calibration_level or 0.9
         st.markdown(
             f"Whiskers: the {level:.0%} percentile interval of each φ_C over "
-            f"{report.explanation.calibration_bootstrap} bootstrap resamples of the "
-            f"{report.explanation.n_calibration} calibration rows (rows drawn with replacement, "
+            f"{e.calibration_bootstrap} bootstrap resamples of the "
+            f"{e.n_calibration} calibration rows (rows drawn with replacement, "
             "q̂ and v_C recomputed on each by re-weighting the kept masked scores; the fitted "
             "components and the background stay fixed, so this is the calibration sample's "
             "share of the uncertainty only, not the background's Monte Carlo error). "
@@ -181,13 +179,13 @@ def analyst_details() -> None:
 
 def standard_shap(position: int) -> None:
     """The practitioners' comparator: Shapley values of the width at a fixed q̂, on request."""
-    if report.explanation.decomposition.fixed_quantile is None:
+    if e.fixed_quantile is None:
         return
     if st.toggle("Show what a standard SHAP of the interval shows", key="fixed_q_on",
                  help="The width's Shapley values with the conformal quantile held fixed: what "
                       "shap gives on a fitted conformal regressor (e.g. MAPIE)."):
         # Built only when asked for: a switch with the toggle off builds no figure for it.
-        figure = cases.fixed_quantile_figure(results, position)
+        figure = cases.fixed_quantile_figure(e, position, width.units_label)
         assert figure is not None  # the run computed the comparator (checked above)
         widgets.chart(figure, key="fixed_q_chart")
         st.caption(
@@ -195,7 +193,7 @@ def standard_shap(position: int) -> None:
             "only sees how this patient's own values change the width: it has no "
             "calibration-driven part, and unlike the total it leaves out how each feature moves "
             "the width through the calibration set"
-            + (" (in width units, whatever the units on show)." if results.units == "log"
+            + (" (in width units, whatever the units on show)." if e.units == "log"
                else "."))
 
 
@@ -273,8 +271,8 @@ def show_edited(position: int, values: dict[str, object], edited) -> None:
     st.markdown("**Changed:** " + (", ".join(markdown_text(n) for n in changed)
                                    if changed else "nothing yet"))
     texts = [cases.display_value(values[f]) for f in edited.decomposition.features]
-    widgets.chart(cases.decomposition_bars(edited.decomposition, 0, state.units_label(results),
-                                           texts, cases.number_scale(results)),
+    widgets.chart(cases.decomposition_bars(edited.decomposition, 0, e.units_label, texts,
+                                           e.number_scale),
                   key="whatif_chart")
 
 
@@ -289,18 +287,17 @@ def compare(position: int) -> None:
         state.ensure_choice("compare_patient", others, others[0])
         other = st.selectbox(
             "Other patient", others, key="compare_patient",
-            format_func=lambda i: f"{report.patient_ids[i]} · width {num(float(e.width[i]))} "
+            format_func=lambda i: f"{e.patient_ids[i]} · width {num(float(e.width[i]))} "
                                   f"(percentile {ranks[i]:.0f})")
         # One above the other: at half the page's width the three panels' titles collide.
         for side, shown in (("this", position), ("other", other)):
             with st.container(border=True):
-                st.markdown(f"**{markdown_text(report.patient_ids[shown])}** · interval "
+                st.markdown(f"**{markdown_text(e.patient_ids[shown])}** · interval "
                             f"[{num(shown_lower[shown])}, {num(shown_upper[shown])}]"
                             + (" ✂" if clipped[shown] else "")
                             + f" · width {num(e.width[shown])}")
-                widgets.chart(cases.bars_figure(results, shown), key=f"compare_{side}")
-                st.caption(markdown_text(cases.case_reading(results, shown,
-                                                            unit=outcome.unit)))
+                widgets.chart(cases.bars_figure(e, shown), key=f"compare_{side}")
+                st.caption(markdown_text(cases.case_reading(width, shown, unit=outcome.unit)))
 
 
 def review_section(position: int, patient: str) -> None:
@@ -325,9 +322,10 @@ def review_section(position: int, patient: str) -> None:
             st.text(f"Note: {last.note}")
     else:
         st.caption("Not reviewed yet; mark cases reviewed on the Review queue page.")
+    facts = state.run_facts(results)  # read here: the download's data is made later
     st.download_button(
         "Download case summary (HTML)", key="download_patient_html",
-        data=lambda: cases.case_html(results, position, history),
+        data=lambda: cases.case_html(e, position, facts, history),
         file_name=f"case-{file_name_part(patient)}.html", mime="text/html", on_click="ignore",
         icon=":material/download:",
     )

@@ -20,10 +20,10 @@ st.title("Review queue")
 # reviews record the identity the provider vouched for; otherwise the reviewer types a name.
 signed_in = auth.require_sign_in("see and review the queue")
 results = widgets.require_results(offer_units=False)
-report = results.report
-e = report.explanation
+report = results.report  # for the summaries, which read core's report
+e = results.shown  # the run's arrays the page shows
 key = results.dataset_key
-width_scale = float(e.base_width)
+width_scale = e.base_width
 
 
 def num(value: float) -> str:
@@ -144,7 +144,7 @@ if unsettled_cases:
 st.subheader("Mark a case reviewed")
 case_positions = [int(p) for p in summaries.sort_queue(frame, order)["position"]]
 state.ensure_choice("review_patient", case_positions, case_positions[0])
-ids = report.patient_ids
+ids = e.patient_ids
 
 
 def case_label(position: int) -> str:
@@ -225,12 +225,13 @@ else:
 
 st.subheader("Export")
 export_frame = summaries.sort_queue(frame, order).drop(columns=["position"])
+facts = state.run_facts(results)  # read here: the download's data is made later
 c1, c2 = st.columns(2)
 c1.download_button("Queue with reviews (CSV)", key="download_queue_csv",
                    data=lambda: export.safe_csv(export_frame), file_name="review-queue.csv",
                    mime="text/csv", on_click="ignore", icon=":material/download:")
 c2.download_button(f"Case summary of {markdown_text(patient)} (HTML)", key="download_case_html",
-                   data=lambda: cases.case_html(results, position, history),
+                   data=lambda: cases.case_html(e, position, facts, history),
                    file_name=f"case-{file_name_part(patient)}.html", mime="text/html",
                    on_click="ignore",
                    icon=":material/download:")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import re
 import string
@@ -59,3 +60,10 @@ def small_table(n: int = 120, seed: int = 0) -> pd.DataFrame:
     y = 2 * x1 + (1 + np.abs(x2)) * rng.normal(size=n)
     return pd.DataFrame({"mrn": [f"M{i:03d}" for i in range(n)], "x1": x1, "x2": x2, "x3": x3,
                          "ward": rng.choice(["A", "B"], size=n), "outcome": y})
+
+
+def figure_numbers(value) -> np.ndarray:
+    """A figure's numbers: plotly sends arrays as typed binary blocks ({dtype, bdata})."""
+    if isinstance(value, dict):
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+    return np.asarray(value, dtype=float)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from dashboard_helpers import errors, new_app, run_linear, shown
+from dashboard_helpers import errors, figure_numbers, new_app, run_linear, shown
 from scipy.stats import binomtest
 
 from app import sources, summaries
@@ -74,17 +74,13 @@ def test_subgroup_report_on_the_cohort_page() -> None:
 
 
 def test_cohort_calibration_vector_has_the_bootstrap_whiskers_in_log_units() -> None:
-    import base64
 
     import plotly.io as pio
 
     from app import charts
-    from app.state import CALIBRATION_BOOTSTRAP
+    from app.runs import CALIBRATION_BOOTSTRAP
 
-    def array(value) -> np.ndarray:
-        if isinstance(value, dict):  # plotly's typed binary block
-            return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        return np.asarray(value, dtype=float)
+    array = figure_numbers
 
     at = run_linear(new_app())
     at.switch_page("views/cohort.py").run()

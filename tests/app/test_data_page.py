@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard_helpers import csv_bytes, errors, new_app, small_table
+from dashboard_helpers import SAMPLE, csv_bytes, errors, figure_numbers, new_app, small_table
 
 
 def test_first_open_shows_the_bundled_sample_with_its_roles() -> None:
@@ -81,3 +81,21 @@ def test_separate_training_calibration_and_patients_files() -> None:
     dataset = at.session_state["dataset"]
     assert dataset.separate and len(dataset.patients) == 30
     assert at.selectbox(key="target_column").value == "outcome"
+
+
+def test_the_outcome_chart_shows_the_chosen_target() -> None:
+    import numpy as np
+    import pandas as pd
+    import plotly.io as pio
+
+    at = new_app()
+    (chart,) = at.get("plotly_chart")
+    trace = pio.from_json(chart.proto.spec).data[0]
+    sample = pd.read_csv(SAMPLE)
+    np.testing.assert_allclose(np.sort(figure_numbers(trace.x)),
+                               np.sort(sample["progression"].to_numpy(dtype=float)))
+    # Another target: the chart follows it.
+    at.selectbox(key="target_column").set_value("bmi").run()
+    trace = pio.from_json(at.get("plotly_chart")[0].proto.spec).data[0]
+    np.testing.assert_allclose(np.sort(figure_numbers(trace.x)),
+                               np.sort(sample["bmi"].to_numpy(dtype=float)))

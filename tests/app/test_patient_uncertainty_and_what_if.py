@@ -9,17 +9,15 @@ interval from `Study.explain(calibration_bootstrap=...)`, the comparator from
 
 from __future__ import annotations
 
-import base64
-
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-from dashboard_helpers import errors, new_app, run_linear, shown
+from dashboard_helpers import errors, figure_numbers, new_app, run_linear, shown
 
 from app import charts, sources
 from app.reading import patient_reading
 from app.reviews import ReviewStore
-from app.state import CALIBRATION_BOOTSTRAP
+from app.runs import CALIBRATION_BOOTSTRAP
 from app.text import people_number
 from core import prepare_study
 
@@ -44,11 +42,7 @@ def figures(at) -> list[go.Figure]:
     return [pio.from_json(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
-def array(value) -> np.ndarray:
-    """A figure's numbers: plotly sends arrays as typed binary blocks ({dtype, bdata})."""
-    if isinstance(value, dict):
-        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-    return np.asarray(value, dtype=float)
+array = figure_numbers
 
 
 def test_whiskers_and_unsettled_marks_follow_the_bootstrap() -> None:
@@ -203,7 +197,8 @@ def test_the_case_summary_carries_the_intervals_and_the_mark() -> None:
 
     at = patient_page()
     study, report = independent_report(at)
-    html = cases.case_html(Results(at.session_state["last_run"], study, report, "width"), 0, [])
+    results = Results(at.session_state["last_run"], study, report, "width")
+    html = cases.case_html(results.shown, 0, {"units": results.shown.units_label}, [])
     assert "resampled calibration sets" in html
     assert "calibration-driven, low end" in html and "not settled" in html
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app import state
+from app import runs
 from app.sources import load_sample
 from core import StudyOptions, prepare_study
 from core.cancel import Cancelled, cancellable
@@ -28,8 +28,8 @@ OPTIONS = StudyOptions(target="progression", id_column="patient_id", model="line
 
 
 @pytest.fixture(scope="module")
-def handle() -> state.StudyHandle:
-    return state.StudyHandle(prepare_study(load_sample("diabetes").patients, OPTIONS))
+def handle() -> runs.StudyHandle:
+    return runs.StudyHandle(prepare_study(load_sample("diabetes").patients, OPTIONS))
 
 
 class Gate:
@@ -99,7 +99,7 @@ def test_the_same_report_asked_twice_is_computed_once_and_a_stop_leaves_good_cac
             if stages:
                 break
             second.join(timeout=0.1)
-        assert stages[:1] == [state.WAITING]
+        assert stages[:1] == [runs.WAITING]
         # The first run is stopped at its checkpoint: the waiter then computes it itself.
         first_gate.stop.set()
     finally:
@@ -107,7 +107,7 @@ def test_the_same_report_asked_twice_is_computed_once_and_a_stop_leaves_good_cac
         first.join(timeout=300)
         second.join(timeout=300)
     assert first_out.get("cancelled") is True and "report" not in first_out
-    assert state.STAGES[2] in stages, stages
+    assert runs.STAGES[2] in stages, stages
     again = handle.report(*key)
     assert again is second_out["report"]
     # Against a study that was never interrupted: the stop left nothing half-done behind.
@@ -122,21 +122,21 @@ def test_the_same_report_asked_twice_is_computed_once_and_a_stop_leaves_good_cac
 def test_a_run_over_the_budget_is_refused_before_anything_is_fitted():
     from core.errors import CpdecompError
 
-    wide = state.RunSize(n_features=MAX_PLAYERS + 1, n_train=10, n_explained=10, background=1,
+    wide = runs.RunSize(n_features=MAX_PLAYERS + 1, n_train=10, n_explained=10, background=1,
                          coalitions=None, brute_force_seconds=0.0)
     with pytest.raises(CpdecompError, match="more than the 62"):
-        state.check_run_budget(wide)
-    big = state.RunSize(n_features=10, n_train=100, n_explained=10_000, background=64,
-                        coalitions=state.MAX_RUN_CELLS // 10_000 + 1, brute_force_seconds=0.0)
+        runs.check_run_budget(wide)
+    big = runs.RunSize(n_features=10, n_train=100, n_explained=10_000, background=64,
+                        coalitions=runs.MAX_RUN_CELLS // 10_000 + 1, brute_force_seconds=0.0)
     with pytest.raises(CpdecompError, match="command line"):
-        state.check_run_budget(big)
-    slow = state.RunSize(n_features=10, n_train=100, n_explained=100, background=64,
-                         coalitions=1024, brute_force_seconds=state.MAX_RUN_SECONDS + 1.0)
+        runs.check_run_budget(big)
+    slow = runs.RunSize(n_features=10, n_train=100, n_explained=100, background=64,
+                         coalitions=1024, brute_force_seconds=runs.MAX_RUN_SECONDS + 1.0)
     with pytest.raises(CpdecompError, match="expected to take"):
-        state.check_run_budget(slow)
-    fine = state.RunSize(n_features=10, n_train=100, n_explained=100, background=64,
+        runs.check_run_budget(slow)
+    fine = runs.RunSize(n_features=10, n_train=100, n_explained=100, background=64,
                          coalitions=1024, brute_force_seconds=30.0)
-    state.check_run_budget(fine)  # no exception
+    runs.check_run_budget(fine)  # no exception
 
 
 def test_the_largest_permutation_budget_on_twenty_features_is_refused_before_fitting():
@@ -150,15 +150,15 @@ def test_the_largest_permutation_budget_on_twenty_features_is_refused_before_fit
     table = pd.DataFrame(rng.normal(size=(400, 21)), columns=[f"x{i}" for i in range(21)])
     dataset = Dataset(name="wide.csv", patients=table, digest="wide")
     options = StudyOptions(target="x20")
-    config = state.RunConfig("wide", "wide.csv", options, "permutation", 100_000, 0.1)
-    size = state.run_size(dataset, config)
+    config = runs.RunConfig("wide", "wide.csv", options, "permutation", 100_000, 0.1)
+    size = runs.run_size(dataset, config)
     assert size.n_features == 20
-    assert size.cells is not None and size.cells > state.MAX_RUN_CELLS
+    assert size.cells is not None and size.cells > runs.MAX_RUN_CELLS
     with pytest.raises(CpdecompError, match="limit"):
-        state.check_run_budget(size)
+        runs.check_run_budget(size)
     # The default budget on the same table stays well inside it.
-    default = state.RunConfig("wide", "wide.csv", options, "permutation", 64, 0.1)
-    state.check_run_budget(state.run_size(dataset, default))
+    default = runs.RunConfig("wide", "wide.csv", options, "permutation", 64, 0.1)
+    runs.check_run_budget(runs.run_size(dataset, default))
 
 
 def test_exact_shapley_past_its_limit_is_refused_before_fitting():
@@ -170,9 +170,9 @@ def test_exact_shapley_past_its_limit_is_refused_before_fitting():
     n = MAX_EXACT_PLAYERS + 2
     table = pd.DataFrame(rng.normal(size=(200, n)), columns=[f"x{i}" for i in range(n)])
     dataset = Dataset(name="wide.csv", patients=table, digest="wide-exact")
-    config = state.RunConfig("wide-exact", "wide.csv", StudyOptions(target=f"x{n - 1}"),
+    config = runs.RunConfig("wide-exact", "wide.csv", StudyOptions(target=f"x{n - 1}"),
                              "exact", None, 0.1)
-    size = state.run_size(dataset, config)
+    size = runs.run_size(dataset, config)
     assert size.coalitions is None and size.design_error
     with pytest.raises(CpdecompError, match=str(MAX_EXACT_PLAYERS)):
-        state.check_run_budget(size)
+        runs.check_run_budget(size)

@@ -175,6 +175,7 @@ def test_every_chart_passes_plotlys_validation() -> None:
         charts.instance_distribution(names, np.vstack([part, -part]), np.array([0, 1, 2]),
                                      units="width"),
         charts.sign_disagreement_bars(names, np.array([0.1, 0.2, 0.0]), np.zeros(3)),
+        charts.outcome_histogram(np.array([1.0, np.nan, 3.0]), target="days <b>"),
     ]
     for figure in figures:
         validated = go.Figure(figure.to_dict())  # raises on an unknown property or bad value

@@ -1,0 +1,133 @@
+"""What the result pages show of one run: a flat, frozen record of arrays and numbers.
+
+Pages and figure builders read `Shown` and never walk core's records
+(`report.explanation.decomposition.calibration`): the chain lives here once. No Streamlit:
+a `Shown` is plain data, so the figures built from it can be kept per (run, units, patient).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from app import summaries
+from core import FAMILIES, Report
+
+
+@dataclass(frozen=True, eq=False)
+class Shown:
+    """One run's report in the units on show, one row per patient (arrays of patients or of
+    patients x features, in `features` order)."""
+
+    key: Hashable
+    """What fixes every number below (the run's configuration and the units): it keys the
+    figures and tables kept per patient."""
+    units: str
+    """"width" or "log"."""
+    units_label: str
+    family: str
+    method: str
+    has_instance_part: bool
+    """False for a family whose width ignores the patient (absolute): the instance-driven part
+    is then zero for everyone."""
+
+    patient_ids: list
+    feature_values: pd.DataFrame
+    targets: np.ndarray | None
+    prediction: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    width: np.ndarray
+    base_width: float
+    alpha: float
+    q_hat: float
+    n_calibration: int
+    background_size: int
+    n_evaluations: int
+    budget: int | None
+    calibration_bootstrap: int
+
+    features: tuple[str, ...]
+    calibration: np.ndarray
+    instance: np.ndarray
+    total: np.ndarray
+    calibration_se: np.ndarray | None
+    instance_se: np.ndarray | None
+    total_se: np.ndarray | None
+    calibration_low: np.ndarray | None
+    calibration_high: np.ndarray | None
+    calibration_level: float | None
+    calibration_unsettled: np.ndarray | None
+    """Per patient and feature: the calibration-driven part's interval holds 0 (None: the run
+    computed no interval)."""
+    disagree: np.ndarray
+    """Per patient and feature: the calibration-driven and instance-driven parts have opposite
+    signs (parts under SIGN_CUT of the patient's largest attribution, and calibration-driven
+    parts whose sign is not settled, have none)."""
+    fixed_quantile: np.ndarray | None
+    """The width's Shapley values at a fixed conformal quantile, in width units (None: not
+    computed)."""
+    efficient: bool
+    empty_value: float
+    full_value: np.ndarray
+    number_scale: float
+    """The scale every part on show is rounded at (`people_number`): the featureless width in
+    width units; in log units the featureless log width or the largest total, the larger (a
+    log width can be near 0)."""
+
+    @property
+    def n(self) -> int:
+        return len(self.patient_ids)
+
+    @property
+    def sampled(self) -> bool:
+        """The parts carry Monte Carlo standard errors (a sampled method)."""
+        return (self.total_se is not None and self.calibration_se is not None
+                and self.instance_se is not None)
+
+
+def disagreement_flags(calibration: np.ndarray, instance: np.ndarray, total: np.ndarray,
+                       unsettled: np.ndarray | None) -> np.ndarray:
+    """Per patient and feature (2-d arrays): calibration-driven and instance-driven parts of
+    opposite signs; a part under SIGN_CUT of the patient's largest attribution has no sign, nor
+    has a calibration-driven part whose interval holds 0."""
+    scale = summaries.attribution_scale(calibration, instance, total)
+    flags = summaries.opposite(summaries.signs(calibration, scale, summaries.SIGN_CUT),
+                               summaries.signs(instance, scale, summaries.SIGN_CUT))
+    return flags if unsettled is None else flags & ~np.asarray(unsettled, dtype=bool)
+
+
+def shown_report(report: Report, key: Hashable, target: str) -> Shown:
+    """The flat record of `report` (in its own units); `target` names the width's units."""
+    e = report.explanation
+    d = e.decomposition
+    units = d.units
+    unsettled = d.calibration_sign_uncertain
+    unsettled = None if unsettled is None else np.asarray(unsettled, dtype=bool)
+    if units == "log":
+        scale = max(abs(float(d.empty_value)), float(np.max(np.abs(d.total), initial=0.0)))
+    else:
+        scale = float(e.base_width)
+    return Shown(
+        key=key, units=units,
+        units_label="log width" if units == "log" else f"width ({target} units)",
+        family=e.family, method=e.method,
+        has_instance_part=bool(FAMILIES[e.family].instance_components),
+        patient_ids=list(report.patient_ids), feature_values=report.feature_values,
+        targets=report.targets, prediction=e.prediction, lower=e.lower, upper=e.upper,
+        width=e.width, base_width=float(e.base_width), alpha=float(e.alpha),
+        q_hat=float(e.q_hat), n_calibration=e.n_calibration,
+        background_size=e.background_size, n_evaluations=e.n_evaluations, budget=e.budget,
+        calibration_bootstrap=e.calibration_bootstrap,
+        features=tuple(d.features), calibration=d.calibration, instance=d.instance,
+        total=d.total, calibration_se=d.calibration_se, instance_se=d.instance_se,
+        total_se=d.total_se, calibration_low=d.calibration_low,
+        calibration_high=d.calibration_high, calibration_level=d.calibration_level,
+        calibration_unsettled=unsettled,
+        disagree=disagreement_flags(d.calibration, d.instance, d.total, unsettled),
+        fixed_quantile=d.fixed_quantile, efficient=bool(d.efficient),
+        empty_value=float(d.empty_value), full_value=d.full_value, number_scale=scale,
+    )
