@@ -26,10 +26,10 @@ import numpy as np
 from numba import njit, prange
 
 from core.bounded import BoundedCache
-from core.coalitions import MAX_PLAYERS, bits_from_coalitions
+from core.coalitions import bits_from_coalitions, packed, row_keys
 from core.games.tree_records import LEFT, MISSING, Condition, LeafEnsemble
 from core.parallel import parallel_section
-from core.typing import FloatArray
+from core.typing import Coalitions, FloatArray
 
 MAX_LATTICE_PLAYERS = 16
 MAX_PATH_PLAYERS = 20
@@ -42,7 +42,8 @@ SERIAL_ROWS = 2
 BLOCKS_PER_THREAD = 4
 """Row blocks per worker thread: each block reuses its buffers for all of its rows."""
 OFFSET_TABLES_KEPT = 4
-"""Coalition designs whose per-group buffer offsets are remembered (a few are in use at once)."""
+"""Coalition designs whose lattice indices or per-group buffer offsets are remembered (a few
+are in use at once)."""
 
 
 def _test_key(condition: Condition) -> tuple:
@@ -57,15 +58,14 @@ class TreeTables:
 
     Players are the columns, or groups of columns given by `player_of_column`: a split on
     column j is then a split on player player_of_column[j], and a player's cell on a leaf's
-    path is the conjunction of the cells of its columns. Bitmasks run over players, so wide
-    tables whose columns form at most MAX_PLAYERS groups stay exact.
+    path is the conjunction of the cells of its columns. Bitmasks are local to a group of
+    leaves (at most MAX_PATH_PLAYERS bits, local bit i = the group's i-th player), so the
+    number of players is not limited; only the full lattice (≤ MAX_LATTICE_PLAYERS players)
+    indexes coalitions by a global bitmask.
     """
 
     def __init__(self, ensemble: LeafEnsemble, background: FloatArray, n_players: int,
                  player_of_column: np.ndarray | None = None) -> None:
-        if n_players > MAX_PLAYERS:
-            raise ValueError(f"tree tables index at most {MAX_PLAYERS} players; "
-                             f"map the {n_players} columns to fewer players")
         self.n_players = n_players
         self.base = ensemble.base
         self._flatten(ensemble, player_of_column)
@@ -125,12 +125,15 @@ class TreeTables:
         """Each leaf's path (k; its conditions' range, test, local player bit and direction)
         and where its 2^k tables start."""
         self.groups = _group_arrays(group_players, np.array(leaf_group, dtype=np.int64))
-        """Leaves by group of path players, and each group's buffer layout and global masks."""
+        """Leaves by group of path players, each group's buffer layout and its players."""
+        self.lattice_masks = (_lattice_masks(self.groups) if self.n_players <= MAX_LATTICE_PLAYERS
+                              else np.zeros(0, dtype=np.int64))
+        """The lattice's global bitmask of every entry of every group buffer (lattice only)."""
         self.failures = _failure_lists(self.paths)
         """Per test and answer, the (leaf, mask) of every condition that answer fails."""
         self.walks = _tree_walks(np.asarray(ensemble.trees), self.paths)
         """The trees as nodes again, for plain predictions."""
-        self._offsets: BoundedCache[int, tuple[np.ndarray, tuple[np.ndarray, ...]]] = \
+        self._reads: BoundedCache[int, tuple[Coalitions, tuple[np.ndarray, ...]]] = \
             BoundedCache(OFFSET_TABLES_KEPT)
 
     def lattice(self, rows: FloatArray) -> FloatArray:
@@ -139,7 +142,7 @@ class TreeTables:
             raise ValueError("too many players for the full lattice; ask for coalitions")
         rows = np.ascontiguousarray(rows, dtype=np.float64)
         arguments = (rows, self.n_players, self.base, self.tests, self.paths, self.failures,
-                     self.groups, self.terms)
+                     self.groups, self.lattice_masks, self.terms)
         if len(rows) <= SERIAL_ROWS:
             return _lattice_serial(*arguments)
         with parallel_section():
@@ -159,44 +162,52 @@ class TreeTables:
         with parallel_section():
             return _plain_parallel(*arguments, _blocks(len(rows)))
 
-    def values_by_row(self, rows: FloatArray, bits: np.ndarray) -> FloatArray:
-        """(n_rows, n_coalitions) masked predictions for coalitions given as bitmasks."""
+    def values_by_row(self, rows: FloatArray, coalitions: Coalitions) -> FloatArray:
+        """(n_rows, n_coalitions) masked predictions for boolean masks over the players."""
         if self.n_players <= MAX_LATTICE_PLAYERS:
+            (bits,) = self._design_reads(coalitions)
             lattice = self.lattice(rows)
             if bits.size == lattice.shape[1] and bool((bits == np.arange(bits.size)).all()):
                 return lattice  # the whole lattice in order (exact Shapley): no gather
             return lattice[:, bits]
-        offsets, order, parent, start, new, old = self._coalition_reads(
-            np.asarray(bits, dtype=np.int64))
+        offsets, order, parent, start, new, old = self._design_reads(coalitions)
         with parallel_section():
             return _coalition_values(
                 np.ascontiguousarray(rows, dtype=np.float64), offsets, order, parent, start, new,
                 old, self.base, self.tests, self.paths, self.groups, self.terms,
             )
 
-    def _coalition_reads(self, bits: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Where each coalition reads the group buffers, worked out once per design.
+    def _design_reads(self, coalitions: Coalitions) -> tuple[np.ndarray, ...]:
+        """How a design's coalitions read the tables, worked out once per design (by identity).
 
-        S ∩ F_g (the group's local bits) does not depend on the row: offsets[c, g] is kept
-        per design rather than recomputed per (row, coalition, group). And a coalition that
-        is another one plus a player j (every permutation prefix is) differs from it only in
-        the groups whose players include j: it is computed as that parent's value plus those
-        groups' changes, about k/d of the groups. Returns (offsets, order, parent, change
+        Up to MAX_LATTICE_PLAYERS: each coalition's bitmask, its index in the lattice. Past
+        that, S ∩ F_g (the group's local bits) does not depend on the row: offsets[c, g] is
+        kept per design rather than recomputed per (row, coalition, group). And a coalition
+        that is another one plus a player j (every permutation prefix is) differs from it only
+        in the groups whose players include j: it is computed as that parent's value plus
+        those groups' changes, about k/d of the groups. Returns (offsets, order, parent, change
         start, new reads, old reads); parents come before their children in `order`.
         """
-        key = id(bits)
-        entry = self._offsets.get(key)
-        if entry is None or entry[0] is not bits:
-            group_start, group_k, group_global = self.groups[2], self.groups[3], self.groups[4]
-            offsets = _offsets_of(bits, group_start, group_k, group_global)
-            entry = (bits, (offsets, *_chains(bits, offsets, self.n_players)))
-            self._offsets[key] = entry
+        key = id(coalitions)
+        entry = self._reads.get(key)
+        if entry is None or entry[0] is not coalitions:
+            masks = np.ascontiguousarray(coalitions, dtype=np.bool_)
+            if masks.ndim != 2 or masks.shape[1] != self.n_players:
+                raise ValueError(f"coalitions must be masks over the tables' {self.n_players} "
+                                 f"players")
+            if self.n_players <= MAX_LATTICE_PLAYERS:
+                reads: tuple[np.ndarray, ...] = (bits_from_coalitions(masks),)
+            else:
+                group_start, group_k, group_players = self.groups[2:5]
+                offsets = _offsets_of(masks, group_start, group_k, group_players)
+                reads = (offsets, *_chains(masks, offsets))
+            entry = (coalitions, reads)  # holding the array keeps its id unique
+            self._reads[key] = entry
         return entry[1]
 
-    def coalition_values(self, rows: FloatArray, coalitions: np.ndarray) -> FloatArray:
+    def coalition_values(self, rows: FloatArray, coalitions: Coalitions) -> FloatArray:
         """(n_coalitions, n_rows) masked predictions for boolean masks over the players."""
-        bits = bits_from_coalitions(coalitions)
-        return np.ascontiguousarray(self.values_by_row(rows, bits).T)
+        return np.ascontiguousarray(self.values_by_row(rows, coalitions).T)
 
 
 def _host_groups(path_players: list[tuple[int, ...]]) -> dict[tuple[int, ...], tuple[int, ...]]:
@@ -225,28 +236,38 @@ def _host_groups(path_players: list[tuple[int, ...]]) -> dict[tuple[int, ...], t
     return host
 
 
-def _chains(bits: np.ndarray, offsets: np.ndarray, n_players: int
+def _chains(coalitions: Coalitions, offsets: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(order, parent, change start, new reads, old reads) of coalitions as one-player
     extensions.
 
-    parent[c] is a coalition of the design equal to c without one of its players (-1 when
-    none is in the design, or when its changes would cost more than summing every group);
-    order lists coalitions by size, so a parent comes first; the buffer reads that differ
-    between c and its parent are new[start[c]:start[c+1]] (c's) and old[...] (the parent's),
-    stored as offsets so a row reads them in sequence.
+    parent[c] is a coalition of the design equal to c without one of its players (the lowest
+    such player; -1 when none is in the design, or when its changes would cost more than
+    summing every group); order lists coalitions by size, so a parent comes first; the buffer
+    reads that differ between c and its parent are new[start[c]:start[c+1]] (c's) and
+    old[...] (the parent's), stored as offsets so a row reads them in sequence. Coalitions are
+    found by their packed bytes (core.coalitions), so any number of players works.
     """
-    n = bits.size
+    n, n_players = coalitions.shape
     parent = np.full(n, -1, dtype=np.int64)
-    ranked = np.argsort(bits, kind="stable")
-    sorted_bits = bits[ranked]
+    rows = packed(coalitions)
+    keys = row_keys(rows)
+    ranked = np.argsort(keys, kind="stable")
+    sorted_keys = keys[ranked]
     for j in range(n_players):
-        player = np.int64(1) << np.int64(j)
-        without = bits & ~player
-        position = np.minimum(np.searchsorted(sorted_bits, without), n - 1)
-        found = ((bits & player) != 0) & (sorted_bits[position] == without) & (parent < 0)
-        parent[found] = ranked[position[found]]
-    sizes = np.array([int(b).bit_count() for b in bits.tolist()], dtype=np.int64)
+        # packed() puts player j at reversed position d − 1 − j, most significant bit first.
+        position = n_players - 1 - j
+        byte, bit = position // 8, np.uint8(0x80 >> (position % 8))
+        holders = np.flatnonzero((rows[:, byte] & bit) != 0)
+        if holders.size == 0:
+            continue
+        without = rows[holders].copy()
+        without[:, byte] &= ~bit
+        wanted = row_keys(without)
+        found = np.minimum(np.searchsorted(sorted_keys, wanted), n - 1)
+        hit = (sorted_keys[found] == wanted) & (parent[holders] < 0)
+        parent[holders[hit]] = ranked[found[hit]]
+    sizes = coalitions.sum(axis=1)
     order = np.argsort(sizes, kind="stable").astype(np.int64)
     has_parent = parent >= 0
     differs = np.zeros(offsets.shape, dtype=np.bool_)
@@ -335,27 +356,36 @@ def _failure_lists(paths: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
 
 
 def _group_arrays(group_players: list[tuple[int, ...]], leaf_group: np.ndarray) -> tuple:
-    """Leaves sorted by group, each group's buffer offset, k and global mask of every subset."""
+    """Leaves sorted by group, each group's buffer offset and k, and its players: row g of
+    the (n_groups, max k) player table holds group g's players by local bit (-1 pads)."""
     group_k = np.array([len(p) for p in group_players], dtype=np.int64)
     sizes = np.int64(1) << group_k
     group_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    # All groups at once: entry e is local subset `local[e]` of group `owner[e]`; its global
-    # mask gets player p_i(owner) for every local bit i that is set.
-    owner = np.repeat(np.arange(len(group_players)), sizes)
-    local = np.arange(int(group_start[-1]), dtype=np.int64) - group_start[owner]
     padded = np.full((len(group_players), max(int(group_k.max(initial=0)), 1)), -1,
                      dtype=np.int64)
     for g, players in enumerate(group_players):
         padded[g, :len(players)] = players
+    group_leaves = np.argsort(leaf_group, kind="stable").astype(np.int64)
+    counts = np.bincount(leaf_group, minlength=len(group_players))
+    group_leaf_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return group_leaves, group_leaf_start, group_start, group_k, padded
+
+
+def _lattice_masks(groups: tuple) -> np.ndarray:
+    """The global bitmask of every group buffer entry, for scattering into the lattice.
+
+    All groups at once: entry e is local subset `local[e]` of group `owner[e]`; its global
+    mask gets player p_i(owner) for every local bit i that is set.
+    """
+    _, _, group_start, group_k, padded = groups
+    owner = np.repeat(np.arange(group_k.size), np.int64(1) << group_k)
+    local = np.arange(int(group_start[-1]), dtype=np.int64) - group_start[owner]
     global_masks = np.zeros(local.size, dtype=np.int64)
     for i in range(padded.shape[1]):
         player = padded[owner, i]
         set_bit = ((local >> i) & 1).astype(bool) & (player >= 0)
         global_masks[set_bit] |= np.int64(1) << player[set_bit]
-    group_leaves = np.argsort(leaf_group, kind="stable").astype(np.int64)
-    counts = np.bincount(leaf_group, minlength=len(group_players))
-    group_leaf_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return group_leaves, group_leaf_start, group_start, group_k, global_masks
+    return global_masks
 
 
 # --- compiled kernels ----------------------------------------------------------------------
@@ -534,9 +564,10 @@ def _subset_sums(lattice, size):
 
 
 @njit(cache=True, nogil=True)
-def _lattice_block(rows, lo, hi, out, base, tests, paths, failures, groups, terms):
+def _lattice_block(rows, lo, hi, out, base, tests, paths, failures, groups, group_global,
+                   terms):
     """Rows lo..hi of the lattice, with one answer array and one group buffer for all."""
-    (group_leaves, group_leaf_start, group_start, group_k, group_global) = groups
+    (group_leaves, group_leaf_start, group_start, group_k, _) = groups
     answers = np.empty(tests[0].size, dtype=np.bool_)
     reach = np.empty(paths[0].size, dtype=np.int64)
     buffer = np.zeros(1 << group_k.max())
@@ -562,35 +593,38 @@ def _lattice_block(rows, lo, hi, out, base, tests, paths, failures, groups, term
 
 
 @njit(cache=True)
-def _lattice_serial(rows, n_players, base, tests, paths, failures, groups, terms):
+def _lattice_serial(rows, n_players, base, tests, paths, failures, groups, group_global, terms):
     out = np.empty((rows.shape[0], 1 << n_players))
-    _lattice_block(rows, 0, rows.shape[0], out, base, tests, paths, failures, groups, terms)
+    _lattice_block(rows, 0, rows.shape[0], out, base, tests, paths, failures, groups,
+                   group_global, terms)
     return out
 
 
 @njit(cache=True, parallel=True)
-def _lattice_parallel(rows, n_players, base, tests, paths, failures, groups, terms, n_blocks):
+def _lattice_parallel(rows, n_players, base, tests, paths, failures, groups, group_global,
+                      terms, n_blocks):
     n = rows.shape[0]
     out = np.empty((n, 1 << n_players))
     for block in prange(n_blocks):
         _lattice_block(rows, block * n // n_blocks, (block + 1) * n // n_blocks, out, base,
-                       tests, paths, failures, groups, terms)
+                       tests, paths, failures, groups, group_global, terms)
     return out
 
 
 @njit(cache=True, parallel=True)
-def _offsets_of(coalition_bits, group_start, group_k, group_global):
-    """offsets[c, g] = group g's buffer offset plus S_c ∩ F_g in its local bits."""
-    out = np.empty((coalition_bits.size, group_k.size), dtype=np.int32)  # < 2^31 entries
-    for c in prange(coalition_bits.size):
-        bits = coalition_bits[c]
+def _offsets_of(coalitions, group_start, group_k, group_players):
+    """offsets[c, g] = group g's buffer offset plus S_c ∩ F_g in its local bits (local bit i
+    is the group's i-th player, read from the coalition's mask: no width limit)."""
+    n_coalitions = coalitions.shape[0]
+    out = np.empty((n_coalitions, group_k.size), dtype=np.int32)  # < 2^31 entries
+    for c in prange(n_coalitions):
+        members = coalitions[c]
         for g in range(group_k.size):
-            offset = group_start[g]
             local = 0
-            for i in range(group_k[g]):  # bit i of the group is player of global mask 1 << i
-                if bits & group_global[offset + (1 << i)]:
+            for i in range(group_k[g]):
+                if members[group_players[g, i]]:
                     local |= 1 << i
-            out[c, g] = offset + local
+            out[c, g] = group_start[g] + local
     return out
 
 
