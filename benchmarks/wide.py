@@ -131,8 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {load_before[0]:.1f} at the "
         "start{LOAD_AFTER}. Default budgets: " + budgets + ".", "",
         "| d | method | budget | coalitions | calibration game (wall) | CPU ÷ cores | "
-        "one patient p50 | CPU ÷ cores | median SE of φ_C | ÷ abs(v_C(N) − v_C(∅)) | "
-        "per row: chained | per row: all groups | ratio |",
+        "one patient p50 | CPU ÷ cores | median SE of φ_C (width) | "
+        "÷ abs(v_C(N) − v_C(∅)) | per row: chained | per row: all groups | ratio |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     brute_lines = [
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "", "Standard error by budget (the calibration game alone, cold; the rule for the "
         f"defaults: median SE of φ_C ≤ {TARGET_RELATIVE_SE:.1%} of abs(v_C(N) − v_C(∅))):", "",
         "| d | method | budget | coalitions | calibration game (wall) | CPU ÷ cores | "
-        "median SE of φ_C | ÷ abs(v_C(N) − v_C(∅)) | within target |",
+        "median SE of φ_C (log scale) | ÷ abs(v_C(N) − v_C(∅)) | within target |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for d in (int(x) for x in args.dims.split(",")):
