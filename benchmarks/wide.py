@@ -37,7 +37,7 @@ from speed import build_workload, fresh_explainer, hybrid_batch, predict_seconds
 from core.attribution import METHOD_BUDGETS, TARGET_RELATIVE_SE
 from core.games import MaskedEvaluator
 from core.games.masking import ROWS_PER_CALL
-from core.games.tree_tables import _coalition_values
+from core.games.tree_kernels import _coalition_values
 from core.parallel import parallel_section
 
 N_CALIBRATION, BACKGROUND, ALPHA = 1000, 1000, 0.1
