@@ -5,12 +5,16 @@
 Workload: the speed benchmark's synthetic data (benchmarks/speed.py) with d features, gbm for
 f and σ (100 trees × 31 leaves), normalized family, n = 1000 calibration rows, m = 1000
 background rows, α = 0.1; permutation sampling and KernelSHAP at their default budgets (exact
-enumeration is refused above 16 features). Past 16 players the tables are read per coalition:
-each coalition's per-group buffer offsets are worked out once per design, and a coalition that
+enumeration is refused above 16 features). Coalitions are boolean masks of any width; past 16
+players the tables are read per coalition: each coalition's per-group buffer offsets are
+worked out once per design (from the mask, at each group's players), and a coalition that
 extends another by one player (every permutation prefix) is its parent's value plus the groups
 that player changes. The side-by-side column times the same kernel with every coalition summed
 over all groups (no parents), in the same run. Wall time and CPU time ÷ cores are both given,
-since the machine may be shared; the SE is the median reported standard error of φ_C.
+since the machine may be shared. The SE is the median reported standard error of φ_C, also as
+a share of |v_C(N) − v_C(∅)| (the calibration gap the φ_C split). The last table times the
+brute-force fallback per hybrid row against the models' own predict on a batch of the same
+size, interleaved, at each d.
 """
 
 from __future__ import annotations
@@ -28,13 +32,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from speed import build_workload, fresh_explainer, publish
+from speed import build_workload, fresh_explainer, hybrid_batch, predict_seconds_per_row, publish
 
-from core.games.tree_tables import _coalition_values
+from core.attribution import METHOD_BUDGETS, TARGET_RELATIVE_SE
+from core.games import MaskedEvaluator
+from core.games.masking import ROWS_PER_CALL
+from core.games.tree_kernels import _coalition_values
 from core.parallel import parallel_section
 
 N_CALIBRATION, BACKGROUND, ALPHA = 1000, 1000, 0.1
 METHODS = ("permutation", "kernel")
+BRUTE_REPEATS = 3
+"""Interleaved (brute force, predict) pairs per d."""
+LADDER = {"permutation": (32, 64, 128), "kernel": (1024, 2048, 4096)}
+"""Budgets whose standard error is measured beside the default's (the default rule's evidence)."""
 
 
 def timed(function, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -46,8 +57,8 @@ def timed(function, *args, **kwargs):  # type: ignore[no-untyped-def]
 def all_groups_seconds(explainer, design, rows: np.ndarray) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     """Per row: the chained kernel and the same kernel summing every group, side by side."""
     tables = explainer.evaluator.tables("sigma")
-    _, bits, _ = explainer.evaluator._bits(design.coalitions)
-    offsets, order, parent, start, new, old = tables._coalition_reads(bits)
+    _, over_players = explainer.evaluator._players(design.coalitions)
+    offsets, order, parent, start, new, old = tables._design_reads(over_players)
     tail = (tables.base, tables.tests, tables.paths, tables.groups, tables.terms)
     rows = np.ascontiguousarray(rows)
     with parallel_section():
@@ -57,25 +68,90 @@ def all_groups_seconds(explainer, design, rows: np.ndarray) -> tuple[float, floa
     return chained[0] / len(rows), summed[0] / len(rows)
 
 
+def brute_against_predict(system, explainer, d: int) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
+    """(brute µs per hybrid row, predict µs per row, median paired ratio) on one coalition
+    of half the players, over as many calibration rows as fill one model call."""
+    names = system.family.components
+    coalition = np.random.default_rng(d).random((1, d)) < 0.5
+    rows = system.calibration_rows[:max(1, ROWS_PER_CALL // BACKGROUND)]
+    brute = MaskedEvaluator(system.fitted.components, explainer.background, path="brute")
+    batch = hybrid_batch(rows, explainer.background, coalition[0], len(rows) * BACKGROUND)
+    brute_row, predict_row, ratios = [], [], []
+    for _ in range(BRUTE_REPEATS):
+        before = brute.model_rows
+        wall, _, _ = timed(brute.evaluate, coalition, rows, names)
+        brute_row.append(wall / (brute.model_rows - before))
+        predict_row.append(predict_seconds_per_row(system, batch))
+        ratios.append(brute_row[-1] / predict_row[-1])
+    return (statistics.median(brute_row) * 1e6, statistics.median(predict_row) * 1e6,
+            statistics.median(ratios))
+
+
+def budget_ladder(system, d: int) -> list[str]:  # type: ignore[no-untyped-def]
+    """Rows of the SE-by-budget table: the calibration game alone at each budget of LADDER,
+    one explainer per d (its tables built once)."""
+    explainer = fresh_explainer(system, BACKGROUND)
+    rows = []
+    for method, budgets in LADDER.items():
+        default = METHOD_BUDGETS[method].default  # type: ignore[union-attr]
+        for budget in budgets:
+            design = explainer.design(method, budget)
+            wall, cpu, game = timed(explainer.calibration_game, method, budget)
+            values = game.values(ALPHA)
+            se = design.standard_errors(values)
+            if se is None:  # the budget enumerates every coalition: exact, no error
+                continue
+            gap = abs(float(values[design.full_index] - values[design.empty_index]))
+            share = float(np.median(se)) / gap
+            mark = " (default)" if budget == default else ""
+            rows.append(f"| {d} | {method} | {budget}{mark} | {len(design.coalitions)} | "
+                        f"{wall:.1f} s | {cpu / (os.cpu_count() or 1):.1f} s | "
+                        f"{np.median(se):.3g} | {share:.2%} | "
+                        f"{'yes' if share <= TARGET_RELATIVE_SE else '**no**'} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dims", default="20,30,50,100", help="feature counts to measure")
     parser.add_argument("--patients", type=int, default=20, help="single-patient calls timed")
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
+    parser.add_argument("--no-ladder", action="store_true",
+                        help="skip the SE-by-budget table")
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    budgets = ", ".join(f"{m} {METHOD_BUDGETS[m].describe()}"  # type: ignore[union-attr]
+                        for m in METHODS)
     lines = [
         "# Wide tables: calibration game and one patient on tree tables", "",
         f"n = {N_CALIBRATION}, m = {BACKGROUND}, normalized family, gbm; {cores} cores; "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average "
-        f"{os.getloadavg()[0]:.1f} at the start.", "",
-        "| d | method | coalitions | calibration game (wall) | CPU ÷ cores | one patient p50 | "
-        "median SE of φ_C | per row: chained | per row: all groups | ratio |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {load_before[0]:.1f} at the "
+        "start{LOAD_AFTER}. Default budgets: " + budgets + ".", "",
+        "| d | method | budget | coalitions | calibration game (wall) | CPU ÷ cores | "
+        "one patient p50 | CPU ÷ cores | median SE of φ_C (width) | "
+        "÷ abs(v_C(N) − v_C(∅)) | per row: chained | per row: all groups | ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    brute_lines = [
+        "", "Brute-force fallback per hybrid row against the models' own predict (f and σ) on "
+        f"a batch as large as one brute-force call ({ROWS_PER_CALL:,} hybrid rows), "
+        f"{BRUTE_REPEATS} interleaved pairs, median:", "",
+        "| d | brute µs/row | predict µs/row | brute / predict |", "|---|---|---|---|",
+    ]
+    ladder_lines = [
+        "", "Standard error by budget (the calibration game alone, cold; the rule for the "
+        f"defaults: median SE of φ_C ≤ {TARGET_RELATIVE_SE:.1%} of abs(v_C(N) − v_C(∅))):", "",
+        "| d | method | budget | coalitions | calibration game (wall) | CPU ÷ cores | "
+        "median SE of φ_C (log scale) | ÷ abs(v_C(N) − v_C(∅)) | within target |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for d in (int(x) for x in args.dims.split(",")):
         workload = build_workload(d)
         system = workload.system(N_CALIBRATION)
+        explainer = None
         for method in METHODS:
             explainer = fresh_explainer(system, BACKGROUND)
             design = explainer.design(method)
@@ -85,18 +161,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             wall, cpu, _ = timed(explainer.calibration_game, method)
             explainer.explain_rows(workload.patients[:1], method=method, alpha=ALPHA)
             one = [timed(explainer.explain_rows, workload.patients[i:i + 1], method=method,
-                         alpha=ALPHA)[0] for i in range(args.patients)]
+                         alpha=ALPHA)[:2] for i in range(args.patients)]
             result = explainer.explain_rows(workload.patients[:50], method=method, alpha=ALPHA)
             se = result.decomposition.calibration_se
+            gap = abs(float(result.decomposition.calibration[0].sum()))
+            median_se = None if se is None else float(np.median(se[0]))
             chained, summed = all_groups_seconds(explainer, design,
                                                  system.calibration_rows[:50])
             lines.append(
-                f"| {d} | {method} | {len(design.coalitions)} | {wall:.1f} s | "
-                f"{cpu / cores:.1f} s | {statistics.median(one) * 1e3:.1f} ms | "
-                f"{'—' if se is None else f'{np.median(se[0]):.3g}'} | "
+                f"| {d} | {method} | {design.budget} | {len(design.coalitions)} | {wall:.1f} s | "
+                f"{cpu / cores:.1f} s | {statistics.median(w for w, _ in one) * 1e3:.1f} ms | "
+                f"{statistics.median(c for _, c in one) / cores * 1e3:.1f} ms | "
+                f"{'—' if median_se is None else f'{median_se:.3g}'} | "
+                f"{'—' if median_se is None else f'{median_se / gap:.2%}'} | "
                 f"{chained * 1e3:.2f} ms | {summed * 1e3:.2f} ms | {summed / chained:.1f}× |")
             print(lines[-1], flush=True)
-    publish("\n".join(lines) + "\n", args.out)
+        brute_us, predict_us, ratio = brute_against_predict(system, explainer, d)
+        brute_lines.append(f"| {d} | {brute_us:.2f} | {predict_us:.2f} | {ratio:.2f}× |")
+        print(brute_lines[-1], flush=True)
+        if not args.no_ladder:
+            ladder_lines.extend(budget_ladder(system, d))
+    load_after = os.getloadavg()[0]
+    text = "\n".join(lines + brute_lines + ([] if args.no_ladder else ladder_lines)) + "\n"
+    text = text.replace("{LOAD_AFTER}", f", {load_after:.1f} at the end "
+                        f"({(time.perf_counter() - started) / 60:.1f} min)")
+    publish(text, args.out)
     return 0
 
 

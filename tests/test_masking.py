@@ -146,16 +146,23 @@ def test_column_players_are_the_groups_a_design_moves_together():
     np.testing.assert_array_equal(column_players(distinct)[0], np.arange(9))
 
 
-def test_more_than_62_independent_players_are_refused_not_wrapped():
+def test_more_than_62_independent_players_are_tabulated_not_wrapped():
+    """Integer bitmasks (the lattice's index) still refuse past 62 players rather than wrap;
+    the tree tables read masks, so 64 independent players are exact, not another
+    coalition's values."""
     from core.coalitions import bits_from_coalitions
     coalitions = np.eye(63, dtype=bool)
     with pytest.raises(CpdecompError, match="at most 62"):
         bits_from_coalitions(coalitions)
     system, _patients = wide_grouped_system(64, family="absolute")
-    evaluator = Explainer(system, background_size=4, masking="tables").evaluator
-    with pytest.raises(CpdecompError, match="at most 62"):
-        evaluator.evaluate(coalitions=np.eye(64, dtype=bool), rows=np.zeros((1, 64)),
-                           names=["f"])
+    tables = Explainer(system, background_size=4, masking="tables").evaluator
+    brute = Explainer(system, background_size=4, masking="brute").evaluator
+    coalitions = np.concatenate([np.eye(64, dtype=bool), ~np.eye(64, dtype=bool)])
+    rows = system.calibration_rows[:2]
+    fast = tables.evaluate(coalitions=coalitions, rows=rows, names=["f"])["f"]
+    slow = brute.evaluate(coalitions=coalitions, rows=rows, names=["f"])["f"]
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12 * np.abs(slow).max())
+    assert tables.model_rows == 0
 
 
 def test_spot_check_finds_a_wrong_fast_path_and_passes_a_right_one():
@@ -189,8 +196,9 @@ def test_per_coalition_chains_over_permutation_prefixes_equal_brute_force():
                                    atol=1e-12 * np.abs(slow[name]).max())
     sigma = tables.tables("sigma")
     assert sigma is not None
-    _, bits, _ = tables._bits(design.coalitions)
-    offsets, _, parent, *_ = sigma._coalition_reads(bits)
+    _, over_players = tables._players(design.coalitions)
+    offsets, _, parent, *_ = sigma._design_reads(over_players)
+    bits = over_players.astype(np.int64) @ (np.int64(1) << np.arange(over_players.shape[1]))
     # Every prefix but ∅ extends another; its parent is used where fewer than half of the
     # groups change, which is most prefixes.
     assert (parent >= 0).sum() > len(bits) // 2

@@ -50,6 +50,12 @@ METHOD_LABELS = {
 }
 
 
+TARGET_RELATIVE_SE = 0.005
+"""What the default budgets are chosen to reach: a median standard error of φ_C at most this
+share of |v_C(N) − v_C(∅)| (the calibration gap the attributions split), at every d from 12
+to 100 on the wide benchmark (docs/benchmarks/wide.md, which measures it per method and d)."""
+
+
 @dataclass(frozen=True)
 class Budget:
     """What a method's budget counts, its default, and the smallest accepted value for d."""
@@ -57,23 +63,37 @@ class Budget:
     unit: str
     default: int
     minimum: Callable[[int], int]
+    rule: str = ""
+    """Why the default is what it is (the SE it reaches), in words for the docs."""
+
+    def describe(self) -> str:
+        """'64 permutations (rule)': the default with its unit and rule."""
+        return f"{self.default} {self.unit}" + (f" ({self.rule})" if self.rule else "")
 
 
 def _at_least_two(n_players: int) -> int:
     return 2
 
 
+PERMUTATION_RULE = ("the same at every d: each player gets that many marginal contributions, so "
+                    "φ's standard error does not grow with d")
+KERNEL_RULE = ("the same at every d: the regression's standard error grows slowly with d and "
+               "stays under the target to d = 100")
+
 METHOD_BUDGETS: dict[str, Budget | None] = {
     "exact": None,
-    "permutation": Budget("permutations", DEFAULT_PERMUTATIONS, _at_least_two),
-    "kernel": Budget("coalitions", DEFAULT_KERNEL_BUDGET, minimum_kernel_budget),
-    "shap-kernel": Budget("coalitions", DEFAULT_KERNEL_BUDGET, minimum_kernel_budget),
-    "shap-permutation": Budget("permutations", DEFAULT_PERMUTATIONS, _at_least_two),
+    "permutation": Budget("permutations", DEFAULT_PERMUTATIONS, _at_least_two, PERMUTATION_RULE),
+    "kernel": Budget("coalitions", DEFAULT_KERNEL_BUDGET, minimum_kernel_budget, KERNEL_RULE),
+    "shap-kernel": Budget("coalitions", DEFAULT_KERNEL_BUDGET, minimum_kernel_budget,
+                          KERNEL_RULE),
+    "shap-permutation": Budget("permutations", DEFAULT_PERMUTATIONS, _at_least_two,
+                               PERMUTATION_RULE),
     "banzhaf": None,
     "banzhaf-sampled": Budget("sampled coalitions", DEFAULT_BANZHAF_SAMPLES, _at_least_two),
     "leave-one-out": None,
 }
-"""None: the method takes no budget (it ignores one); minimum(d) is the smallest it accepts."""
+"""None: the method takes no budget (it ignores one); minimum(d) is the smallest it accepts.
+The defaults of the Shapley estimators are chosen by TARGET_RELATIVE_SE (see `rule`)."""
 
 
 def build_design(method: str, n_players: int, budget: int | None = None, seed: int = 0,
@@ -102,6 +122,7 @@ __all__ = [
     "METHOD_BUDGETS",
     "METHOD_LABELS",
     "NOT_DECOMPOSABLE",
+    "TARGET_RELATIVE_SE",
     "Budget",
     "Design",
     "GroupedDesign",

@@ -13,7 +13,7 @@ import numpy as np
 
 from core.attribution.base import TermDesign, design_from_terms
 from core.attribution.exact import MAX_EXACT_PLAYERS
-from core.coalitions import bits_from_coalitions, check_bit_players
+from core.coalitions import coalitions_from_bits
 from core.errors import CpdecompError
 
 DEFAULT_BANZHAF_SAMPLES = 128
@@ -32,7 +32,8 @@ def banzhaf_design(n_players: int, budget: int | None = None, seed: int = 0) -> 
     without = np.concatenate([subsets[(subsets >> j) & 1 == 0] for j in range(d)])
     with_bits = without | (np.int64(1) << player)
     weight = np.full(len(player), 0.5 ** (d - 1))
-    return design_from_terms("banzhaf", with_bits, without, player, weight, d, efficient=False)
+    return design_from_terms("banzhaf", coalitions_from_bits(with_bits, d),
+                             coalitions_from_bits(without, d), player, weight, efficient=False)
 
 
 def sampled_banzhaf_design(n_players: int, budget: int | None = None,
@@ -42,16 +43,14 @@ def sampled_banzhaf_design(n_players: int, budget: int | None = None,
     n_samples = DEFAULT_BANZHAF_SAMPLES if budget is None else int(budget)
     if n_samples < 2:
         raise CpdecompError("sampled Banzhaf needs a budget of at least 2 coalitions")
-    check_bit_players(d, "sampled Banzhaf")
     rng = np.random.default_rng(seed)
     members = rng.random((n_samples, d)) < 0.5
-    bits = bits_from_coalitions(members)
     player = np.tile(np.arange(d), n_samples)
-    sample_bits = np.repeat(bits, d)
-    player_bit = np.int64(1) << player
+    sample = np.repeat(members, d, axis=0)
+    alone = np.tile(np.eye(d, dtype=bool), (n_samples, 1))
     unit = np.repeat(np.arange(n_samples), d)
     return design_from_terms(
-        "banzhaf-sampled", sample_bits | player_bit, sample_bits & ~player_bit, player,
-        np.full(len(player), 1.0 / n_samples), d, efficient=False, budget=n_samples, seed=seed,
+        "banzhaf-sampled", sample | alone, sample & ~alone, player,
+        np.full(len(player), 1.0 / n_samples), efficient=False, budget=n_samples, seed=seed,
         unit=unit, unit_weight=np.ones(len(player)),
     )

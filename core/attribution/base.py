@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, prange
 from scipy import sparse
 
-from core.coalitions import coalitions_from_bits
+from core.coalitions import packed, row_keys, unique_coalitions
 from core.parallel import parallel_section
 from core.typing import Coalitions, FloatArray
 
@@ -315,35 +315,44 @@ class MatrixDesign(Design):
         return self.matrix.copy()
 
 
-def design_from_terms(method: str, with_bits: np.ndarray, without_bits: np.ndarray,
-                      player: np.ndarray, weight: FloatArray, n_players: int, efficient: bool,
+def design_from_terms(method: str, with_members: Coalitions, without_members: Coalitions,
+                      player: np.ndarray, weight: FloatArray, efficient: bool,
                       budget: int | None = None, seed: int | None = None,
                       unit: np.ndarray | None = None,
                       unit_weight: FloatArray | None = None) -> TermDesign:
     """Merge repeated (S ∪ {j}, S) terms, index the coalitions they use, sort by player.
 
-    With `unit` (the sampling unit of each term) and `unit_weight` (the term's weight inside its
-    unit's own estimate), the design is sampled and keeps the unmerged terms for its errors.
+    Terms are given as boolean masks (n_terms, d) of S ∪ {j} and S. With `unit` (the sampling
+    unit of each term) and `unit_weight` (the term's weight inside its unit's own estimate), the
+    design is sampled and keeps the unmerged terms for its errors. Terms and coalitions are
+    ordered by (player, bitmask of S ∪ {j}, bitmask of S) whatever the width (core.coalitions).
     """
-    keys = np.stack([player, with_bits, without_bits], axis=1)
-    unique_keys, inverse = np.unique(keys, axis=0, return_inverse=True)
-    merged = np.zeros(len(unique_keys))
-    np.add.at(merged, inverse.ravel(), weight)
-    bits, index = np.unique(np.concatenate([unique_keys[:, 1:].ravel(), [0, (1 << n_players) - 1]]),
-                            return_inverse=True)
+    with_members = np.asarray(with_members, dtype=bool)
+    without_members = np.asarray(without_members, dtype=bool)
+    n_players = with_members.shape[1]
+    player = np.asarray(player, dtype=np.int64)
+    player_bytes = player.astype(">u4").view(np.uint8).reshape(-1, 4)
+    keys = row_keys(np.concatenate([player_bytes, packed(with_members), packed(without_members)],
+                                   axis=1))
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    merged = np.zeros(len(first))
+    np.add.at(merged, inverse, weight)
     # ∅ and the full coalition are always evaluated: every result reports v(N) − v(∅).
+    pairs = np.stack([with_members[first], without_members[first]], axis=1).reshape(-1, n_players)
+    ends = np.stack([np.zeros(n_players, dtype=bool), np.ones(n_players, dtype=bool)])
+    coalitions, index = unique_coalitions(np.concatenate([pairs, ends]))
     index = index[:-2].reshape(-1, 2)
     replicates = None
     if unit is not None:
         replicates = Replicates(
-            with_index=np.searchsorted(bits, with_bits),
-            without_index=np.searchsorted(bits, without_bits),
-            player=np.asarray(player, dtype=np.int64), unit=np.asarray(unit, dtype=np.int64),
-            weight=np.asarray(unit_weight, dtype=float), n_units=int(np.max(unit)) + 1,
+            with_index=index[inverse, 0], without_index=index[inverse, 1], player=player,
+            unit=np.asarray(unit, dtype=np.int64), weight=np.asarray(unit_weight, dtype=float),
+            n_units=int(np.max(unit)) + 1,
         )
     return TermDesign(
-        method=method, coalitions=coalitions_from_bits(bits, n_players),
-        with_index=index[:, 0], without_index=index[:, 1], player=unique_keys[:, 0],
+        method=method, coalitions=coalitions,
+        with_index=index[:, 0], without_index=index[:, 1], player=player[first],
         weight=merged, efficient=efficient, budget=budget, seed=seed,
         sampled=replicates is not None, replicates=replicates,
     )

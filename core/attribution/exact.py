@@ -7,6 +7,7 @@ from math import factorial
 import numpy as np
 
 from core.attribution.base import Design, design_from_terms
+from core.coalitions import coalitions_from_bits
 from core.errors import CpdecompError
 
 MAX_EXACT_PLAYERS = 16
@@ -37,5 +38,6 @@ def exact_shapley_design(n_players: int, budget: int | None = None, seed: int = 
     player = np.concatenate(players)
     without_bits = np.concatenate(without)
     with_bits = without_bits | (np.int64(1) << player)
-    return design_from_terms("exact", with_bits, without_bits, player,
-                             weights[sizes[without_bits]], d, efficient=True)
+    return design_from_terms("exact", coalitions_from_bits(with_bits, d),
+                             coalitions_from_bits(without_bits, d), player,
+                             weights[sizes[without_bits]], efficient=True)

@@ -19,8 +19,9 @@ from math import comb
 import numpy as np
 
 from core.attribution.regression import Draws, RegressionDesign, regression_design
-from core.coalitions import check_bit_players
+from core.coalitions import coalition_keys
 from core.errors import CpdecompError
+from core.typing import Coalitions
 
 DEFAULT_KERNEL_BUDGET = 2048
 """Coalitions evaluated by default (shap's own default is 2d + 2048)."""
@@ -93,70 +94,81 @@ def kernel_schedule(n_players: int, n_samples: int, singletons: bool = False) ->
     return Schedule(tuple(enumerated), classes[len(enumerated):], left)
 
 
-def enumerated_coalitions(n_players: int, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
-    """Bits and kernel weights of every coalition in the enumerated classes."""
-    bits, weights = [], []
-    full = (1 << n_players) - 1
+def enumerated_coalitions(n_players: int, schedule: Schedule) -> tuple[Coalitions, np.ndarray]:
+    """Masks and kernel weights of every coalition in the enumerated classes."""
+    members: list[tuple[int, ...]] = []
+    weights: list[float] = []
+    rows: list[bool] = []  # whether the row is the complement of `members`
     for size_class in schedule.enumerated:
         weight = size_class.mass / size_class.n_coalitions
-        for members in combinations(range(n_players), size_class.size):
-            b = sum(1 << j for j in members)
-            bits.append(b)
+        for chosen in combinations(range(n_players), size_class.size):
+            members.append(chosen)
             weights.append(weight)
+            rows.append(False)
             if size_class.paired:
-                bits.append(full ^ b)
+                members.append(chosen)
                 weights.append(weight)
-    return np.array(bits, dtype=np.int64), np.array(weights)
+                rows.append(True)
+    masks = np.zeros((len(members), n_players), dtype=bool)
+    for r, chosen in enumerate(members):
+        masks[r, list(chosen)] = True
+    masks[rows] = ~masks[rows]
+    return masks, np.array(weights)
 
 
 def draw_coalitions(n_players: int, schedule: Schedule,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, Draws]:
-    """Paired draws until `schedule.n_drawn` distinct coalitions; bits, weights and the draws."""
+                    rng: np.random.Generator) -> tuple[Coalitions, np.ndarray, Draws]:
+    """Paired draws until `schedule.n_drawn` distinct coalitions; masks, weights and the draws."""
     d, classes = n_players, schedule.drawn
-    full = (1 << d) - 1
     # A paired draw adds two coalitions, so its class is drawn half as often for the same mass.
     chance = np.array([c.mass / (2 if c.paired else 1) for c in classes])
     max_draws = DRAWS_PER_SAMPLE * schedule.n_drawn
     picked = rng.choice(len(classes), size=max_draws, p=chance / chance.sum())
     orders = np.argsort(rng.random((max_draws, d)), axis=1)
-    player_bits = np.left_shift(np.int64(1), orders.astype(np.int64))
-    prefix_bits = np.cumsum(player_bits, axis=1)
-    bits: list[int] = []
-    first: dict[int, int] = {}
+    # Draw t is the first `size` players of its random order.
+    sizes = np.array([c.size for c in classes])[picked]
+    position = np.empty_like(orders)
+    position[np.arange(max_draws)[:, None], orders] = np.arange(d)
+    drawn = position < sizes[:, None]
+    keys = coalition_keys(drawn)
+    rows: list[int] = []  # draw whose coalition (≥ 0) or complement (~draw) the row holds
+    first: dict[bytes, int] = {}
     draws: list[list[int]] = []  # [first row, second row or -1, count]
     left = schedule.n_drawn
     for t in range(max_draws):
         if left <= 0:
             break
         size_class = classes[picked[t]]
-        b = int(prefix_bits[t, size_class.size - 1])
-        if b in first:
-            draws[first[b]][2] += 1
+        key = keys[t].tobytes()
+        if key in first:
+            draws[first[key]][2] += 1
             continue
-        first[b] = len(draws)
-        bits.append(b)
+        first[key] = len(draws)
+        rows.append(t)
         left -= 1
         second = -1
         if size_class.paired and left > 0:
-            second = len(bits)
-            bits.append(full ^ b)
+            second = len(rows)
+            rows.append(~t)
             left -= 1
-        draws.append([len(bits) - 1 - (second >= 0), second, 1])
+        draws.append([len(rows) - 1 - (second >= 0), second, 1])
+    index = np.array(rows, dtype=np.int64)
+    masks = drawn[np.where(index >= 0, index, ~index)]
+    masks[index < 0] = ~masks[index < 0]
     table = np.array(draws, dtype=np.int64).reshape(-1, 3)
     appearances = table[:, 2] * (1 + (table[:, 1] >= 0))
-    weights = np.zeros(len(bits))
+    weights = np.zeros(len(rows))
     np.add.at(weights, table[:, 0], table[:, 2])
     paired = table[:, 1] >= 0
     np.add.at(weights, table[paired, 1], table[paired, 2])
     weights *= schedule.drawn_mass / appearances.sum()
-    return (np.array(bits, dtype=np.int64), weights,
+    return (masks, weights,
             Draws(first=table[:, 0], second=table[:, 1], count=table[:, 2],
                   mass=schedule.drawn_mass))
 
 
 def checked_kernel_budget(n_players: int, budget: int | None, method_name: str) -> int:
     """The budget a KernelSHAP-type method will use, refusing one too small to solve."""
-    check_bit_players(n_players, method_name)
     requested = DEFAULT_KERNEL_BUDGET if budget is None else int(budget)
     if requested < minimum_kernel_budget(n_players):
         raise CpdecompError(
@@ -174,14 +186,14 @@ def kernel_shap_design(n_players: int, budget: int | None = None,
     requested = checked_kernel_budget(d, budget, METHOD_NAME)
     n_samples = min(requested, 2**d) - 2
     schedule = kernel_schedule(d, n_samples, singletons=True)
-    bits, weights = enumerated_coalitions(d, schedule)
+    masks, weights = enumerated_coalitions(d, schedule)
     draws = None
     if schedule.drawn and schedule.n_drawn > 0:
         rng = np.random.default_rng(seed)
-        drawn_bits, drawn_weights, draws = draw_coalitions(d, schedule, rng)
-        draws = Draws(first=draws.first + len(bits), second=np.where(
-            draws.second >= 0, draws.second + len(bits), -1), count=draws.count, mass=draws.mass)
-        bits = np.concatenate([bits, drawn_bits])
+        drawn_masks, drawn_weights, draws = draw_coalitions(d, schedule, rng)
+        draws = Draws(first=draws.first + len(masks), second=np.where(
+            draws.second >= 0, draws.second + len(masks), -1), count=draws.count, mass=draws.mass)
+        masks = np.concatenate([masks, drawn_masks])
         weights = np.concatenate([weights, drawn_weights])
-    return regression_design("kernel", bits, weights, d, draws=draws,
-                             budget=len(bits) + 2, seed=seed)
+    return regression_design("kernel", masks, weights, draws=draws,
+                             budget=len(masks) + 2, seed=seed)

@@ -9,16 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from core.attribution.base import TermDesign, design_from_terms
-from core.coalitions import check_bit_players
 
 
 def leave_one_out_design(n_players: int, budget: int | None = None,
                          seed: int = 0) -> TermDesign:
     """One term per player: the full coalition against the full coalition without it."""
     d = n_players
-    check_bit_players(d, "leave-one-out")
-    full = np.int64((1 << d) - 1)
-    player = np.arange(d)
-    with_bits = np.full(d, full)
-    return design_from_terms("leave-one-out", with_bits, with_bits & ~(np.int64(1) << player),
-                             player, np.ones(d), d, efficient=False)
+    full = np.ones((d, d), dtype=bool)
+    return design_from_terms("leave-one-out", full, ~np.eye(d, dtype=bool), np.arange(d),
+                             np.ones(d), efficient=False)

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.attribution.base import MatrixDesign, as_games
-from core.coalitions import coalitions_from_bits
 from core.errors import CpdecompError
-from core.typing import FloatArray
+from core.typing import Coalitions, FloatArray
 
 MAX_CONDITION = 1e12
 """Beyond this condition number the regression is under-determined by its coalitions."""
@@ -84,25 +83,26 @@ class RegressionDesign(MatrixDesign):
         return out.reshape((*lead, self.n_players))
 
 
-def regression_design(method: str, bits: np.ndarray, weight: FloatArray, n_players: int,
+def regression_design(method: str, sampled: Coalitions, weight: FloatArray,
                       draws: Draws | None = None, budget: int | None = None,
                       seed: int | None = None) -> RegressionDesign:
-    """The constrained WLS map for coalitions `bits` (neither ∅ nor N) with kernel `weight`.
+    """The constrained WLS map for coalitions `sampled` (n, d masks; neither ∅ nor N) with
+    kernel `weight`.
 
-    The design's coalitions are `bits` in the given order, then ∅, then N; `draws` index rows
-    of `bits`.
+    The design's coalitions are `sampled` in the given order, then ∅, then N; `draws` index
+    rows of `sampled`.
     """
-    d = n_players
-    bits = np.asarray(bits, dtype=np.int64)
+    sampled = np.asarray(sampled, dtype=bool)
+    d = sampled.shape[1]
     weight = np.asarray(weight, dtype=float)
-    members = coalitions_from_bits(bits, d).astype(float)
+    members = sampled.astype(float)
     kkt = np.zeros((d + 1, d + 1))
     kkt[:d, :d] = (members * weight[:, None]).T @ members
     kkt[:d, d] = kkt[d, :d] = 1.0
     condition = np.linalg.cond(kkt)
     if not np.isfinite(condition) or condition > MAX_CONDITION:
         raise CpdecompError(
-            f"{method}: its {len(bits)} sampled coalitions do not determine {d} attributions "
+            f"{method}: its {len(sampled)} sampled coalitions do not determine {d} attributions "
             f"(the regression is singular; shap would return a minimum-norm answer); raise "
             f"the budget or change the seed"
         )
@@ -110,7 +110,8 @@ def regression_design(method: str, bits: np.ndarray, weight: FloatArray, n_playe
     operator, constant = inverse[:d, :d].astype(float), inverse[:d, d]
     sampled_rows = (operator @ (members * weight[:, None]).T).T
     matrix = np.vstack([sampled_rows, -sampled_rows.sum(axis=0) - constant, constant])
-    coalitions = coalitions_from_bits(np.concatenate([bits, [0, (1 << d) - 1]]), d)
+    coalitions = np.concatenate([sampled, np.zeros((1, d), dtype=bool),
+                                 np.ones((1, d), dtype=bool)])
     return RegressionDesign(
         method=method, coalitions=coalitions, matrix=matrix, operator=operator, draws=draws,
         efficient=True, budget=budget, seed=seed, sampled=draws is not None,

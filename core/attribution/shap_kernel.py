@@ -23,7 +23,6 @@ from core.attribution.kernel import (
 )
 from core.attribution.regression import Draws, RegressionDesign, regression_design
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
-from core.coalitions import bits_from_coalitions
 from core.errors import CpdecompError
 from core.optional import require
 
@@ -76,7 +75,7 @@ def shap_kernel_design(n_players: int, budget: int | None = None,
     requested = checked_kernel_budget(d, budget, METHOD_NAME)
     n_samples = min(requested, 2**d) - 2
     if d == 1:  # shap skips the regression for one feature: φ = v(N) − v(∅)
-        return regression_design("shap-kernel", np.zeros(0, dtype=np.int64), np.zeros(0), d,
+        return regression_design("shap-kernel", np.zeros((0, d), dtype=bool), np.zeros(0),
                                  budget=2, seed=seed)
     x, background = mask_instance(d)
     with global_numpy_seed(seed):
@@ -88,8 +87,8 @@ def shap_kernel_design(n_players: int, budget: int | None = None,
     counts = explainer.kernelWeights.log[:n]
     schedule = kernel_schedule(d, n_samples)
     draws = recorded_draws(masks, counts, schedule, d)
-    return regression_design("shap-kernel", bits_from_coalitions(masks), weights, d,
-                             draws=draws, budget=n + 2, seed=seed)
+    return regression_design("shap-kernel", masks, weights, draws=draws, budget=n + 2,
+                             seed=seed)
 
 
 def recorded_draws(masks: np.ndarray, counts: np.ndarray, schedule: Schedule,

@@ -20,7 +20,6 @@ import numpy as np
 from core.attribution.base import TermDesign
 from core.attribution.permutation import DEFAULT_PERMUTATIONS, design_from_orders
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
-from core.coalitions import check_bit_players
 from core.errors import CpdecompError
 from core.optional import require
 
@@ -32,7 +31,6 @@ def shap_permutation_design(n_players: int, budget: int | None = None,
     n_permutations = DEFAULT_PERMUTATIONS if budget is None else int(budget)
     if n_permutations < 2:
         raise CpdecompError("shap's PermutationExplainer needs a budget of at least 2 permutations")
-    check_bit_players(d, "shap's PermutationExplainer")
     if not 0 <= seed < 2**32:
         raise CpdecompError(f"shap's explainers take a seed in [0, 2^32); got {seed}")
     n_pairs = (n_permutations + 1) // 2

@@ -18,7 +18,7 @@ import numpy as np
 
 from core.bounded import BoundedCache
 from core.cancel import checkpoint
-from core.coalitions import MAX_PLAYERS, bits_from_coalitions, check_bit_players, column_players
+from core.coalitions import column_players
 from core.errors import CpdecompError
 from core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
 from core.games.trees import leaf_ensemble
@@ -29,8 +29,8 @@ MaskingPath = Literal["auto", "tables", "brute"]
 MASKING_PATHS: tuple[MaskingPath, ...] = ("auto", "tables", "brute")
 LATTICE_CELLS_PER_CHUNK = 1 << 22
 """Rows × 2^d lattice cells computed at once (32 MiB), to bound memory at large d."""
-BIT_CACHE_ENTRIES = 16
-"""Coalition bitmasks remembered per evaluator, oldest dropped first."""
+PLAYER_CACHE_ENTRIES = 16
+"""Designs whose coalitions over their players are remembered per evaluator, oldest first."""
 GROUPED_TABLES_KEPT = 4
 """Tree tables over column groups kept per component (one per grouping in use), oldest first."""
 
@@ -68,27 +68,21 @@ class MaskedEvaluator:
         """Rows passed to the models so far (hybrid and plain): the cost, counted."""
         self._empty_cache: dict[str, float] = {}
         self._tables: dict[tuple[str, bytes], TreeTables | None] = {}
-        # A few designs are in use at once: their bitmasks, by the coalitions' identity.
-        self._bit_cache: BoundedCache[int, tuple[Coalitions, bytes, np.ndarray, int]] = \
-            BoundedCache(BIT_CACHE_ENTRIES)
+        # A few designs are in use at once: their players, by the coalitions' identity.
+        self._player_cache: BoundedCache[int, tuple[Coalitions, bytes, Coalitions]] = \
+            BoundedCache(PLAYER_CACHE_ENTRIES)
 
     @property
     def n_columns(self) -> int:
         return int(self.background.shape[1])
-
-    def _own_players(self) -> np.ndarray:
-        """The tables' players when no design says otherwise: the columns, while a bitmask
-        holds them; past that one player for all (such tables serve plain predictions only)."""
-        if self.n_columns <= MAX_PLAYERS:
-            return np.arange(self.n_columns, dtype=np.int64)
-        return np.zeros(self.n_columns, dtype=np.int64)
 
     def tables(self, name: str, player_of_column: np.ndarray | None = None) -> TreeTables | None:
         """The component's tree tables over this background (built once per grouping of the
         columns into players; by default the columns themselves), or None."""
         if self.path == "brute":
             return None
-        players = self._own_players() if player_of_column is None else player_of_column
+        players = (np.arange(self.n_columns, dtype=np.int64) if player_of_column is None
+                   else player_of_column)
         key = (name, _grouping_key(players))
         if key not in self._tables:
             ensemble = leaf_ensemble(self.components[name].predictor)
@@ -157,37 +151,37 @@ class MaskedEvaluator:
                      rows: FloatArray) -> FloatArray | None:
         """(n_rows, n_coalitions), in row chunks that bound the lattice's memory; None when
         the component cannot be tabulated over the coalitions' players."""
-        grouping, bits, n_players = self._bits(coalitions)
+        grouping, over_players = self._players(coalitions)
         tables = self.tables(name, None if not grouping else np.frombuffer(grouping, np.int64))
         if tables is None:
             return None
+        n_players = over_players.shape[1]
         chunk = max(1, LATTICE_CELLS_PER_CHUNK >> min(n_players, MAX_LATTICE_PLAYERS))
         if len(rows) <= chunk:
-            return tables.values_by_row(rows, bits)
+            return tables.values_by_row(rows, over_players)
         out = np.empty((len(rows), len(coalitions)))
         for start in range(0, len(rows), chunk):
-            out[start:start + chunk] = tables.values_by_row(rows[start:start + chunk], bits)
+            out[start:start + chunk] = tables.values_by_row(rows[start:start + chunk],
+                                                            over_players)
         return out
 
-    def _bits(self, coalitions: Coalitions) -> tuple[bytes, np.ndarray, int]:
-        """(grouping key, bitmasks over the players, players) of the coalitions, remembered
-        per design (designs are reused).
+    def _players(self, coalitions: Coalitions) -> tuple[bytes, Coalitions]:
+        """(grouping key, coalitions over the players) of a design's coalitions, remembered
+        per design (designs are reused, and the tables key their reads by this array).
 
         The players are the coarsest groups of columns the coalitions move together (see
         core.coalitions.column_players): a design over feature groups is tabulated over its
-        groups, so its bitmasks stay within int64 however many columns the groups hold. The
-        key is empty when the players are the columns themselves (the default tables).
+        groups, whatever the number of columns the groups hold. The key is empty when the
+        players are the columns themselves (the default tables).
         """
         key = id(coalitions)
-        entry = self._bit_cache.get(key)
+        entry = self._player_cache.get(key)
         if entry is None or entry[0] is not coalitions:
             player_of_column, over_players = column_players(coalitions)
-            n_players = over_players.shape[1]
-            check_bit_players(n_players, "tree tables")
-            grouping = _grouping_key(player_of_column)
             # holding the array keeps its id unique
-            entry = (coalitions, grouping, bits_from_coalitions(over_players), n_players)
-            self._bit_cache[key] = entry
+            entry = (coalitions, _grouping_key(player_of_column),
+                     np.ascontiguousarray(over_players))
+            self._player_cache[key] = entry
         return entry[1:]
 
     def spot_check(self, coalitions: Coalitions, rows: FloatArray, names: Sequence[str],
@@ -268,8 +262,8 @@ class MaskedEvaluator:
 
 def _grouping_key(player_of_column: np.ndarray) -> bytes:
     """A hashable key of a grouping of the columns into players; b"" for the columns
-    themselves while a bitmask holds them (the default tables)."""
+    themselves (the default tables)."""
     players = np.asarray(player_of_column, dtype=np.int64)
-    if players.size <= MAX_PLAYERS and bool((players == np.arange(players.size)).all()):
+    if bool((players == np.arange(players.size)).all()):
         return b""
     return players.tobytes()

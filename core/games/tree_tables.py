@@ -17,19 +17,36 @@ evaluated once per row and each leaf's A_L is read off those answers; leaves are
 group, so one small buffer per thread serves every group and stays in the L1 cache; the
 transforms work on contiguous halves (vectorised) after a radix-4 first pass; one row or two run
 on the calling thread, because waking the worker threads costs more than the row.
+
+This module builds the tables (flattening the ensemble into records, grouping leaves, working
+out a design's reads); the compiled kernels and their records are in core.games.tree_kernels.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import njit, prange
 
 from core.bounded import BoundedCache
-from core.coalitions import MAX_PLAYERS, bits_from_coalitions
-from core.games.tree_records import LEFT, MISSING, Condition, LeafEnsemble
+from core.coalitions import bits_from_coalitions, packed, row_keys
+from core.games.tree_kernels import (
+    Failures,
+    LeafGroups,
+    LeafPaths,
+    SplitTests,
+    TreeWalks,
+    _coalition_values,
+    _lattice_parallel,
+    _lattice_serial,
+    _leaf_terms,
+    _offsets_of,
+    _plain_parallel,
+    _plain_serial,
+    _probability_tables,
+)
+from core.games.tree_records import Condition, LeafEnsemble
 from core.parallel import parallel_section
-from core.typing import FloatArray
+from core.typing import Coalitions, FloatArray
 
 MAX_LATTICE_PLAYERS = 16
 MAX_PATH_PLAYERS = 20
@@ -42,7 +59,8 @@ SERIAL_ROWS = 2
 BLOCKS_PER_THREAD = 4
 """Row blocks per worker thread: each block reuses its buffers for all of its rows."""
 OFFSET_TABLES_KEPT = 4
-"""Coalition designs whose per-group buffer offsets are remembered (a few are in use at once)."""
+"""Coalition designs whose lattice indices or per-group buffer offsets are remembered (a few
+are in use at once)."""
 
 
 def _test_key(condition: Condition) -> tuple:
@@ -57,15 +75,14 @@ class TreeTables:
 
     Players are the columns, or groups of columns given by `player_of_column`: a split on
     column j is then a split on player player_of_column[j], and a player's cell on a leaf's
-    path is the conjunction of the cells of its columns. Bitmasks run over players, so wide
-    tables whose columns form at most MAX_PLAYERS groups stay exact.
+    path is the conjunction of the cells of its columns. Bitmasks are local to a group of
+    leaves (at most MAX_PATH_PLAYERS bits, local bit i = the group's i-th player), so the
+    number of players is not limited; only the full lattice (≤ MAX_LATTICE_PLAYERS players)
+    indexes coalitions by a global bitmask.
     """
 
     def __init__(self, ensemble: LeafEnsemble, background: FloatArray, n_players: int,
                  player_of_column: np.ndarray | None = None) -> None:
-        if n_players > MAX_PLAYERS:
-            raise ValueError(f"tree tables index at most {MAX_PLAYERS} players; "
-                             f"map the {n_players} columns to fewer players")
         self.n_players = n_players
         self.base = ensemble.base
         self._flatten(ensemble, player_of_column)
@@ -119,18 +136,22 @@ class TreeTables:
         self.leaf_value = np.asarray(ensemble.values, dtype=np.float64)
         leaf_k_array = np.array(leaf_k, dtype=np.int64)
         self.table_start = np.concatenate([[0], np.cumsum(1 << leaf_k_array)]).astype(np.int64)
-        self.paths = (leaf_k_array, np.array(cond_start, dtype=np.int64),
-                      np.array(cond_test, dtype=np.int64), np.array(cond_bit, dtype=np.int64),
-                      np.array(cond_go_left, dtype=np.bool_), self.table_start)
+        self.paths = LeafPaths(leaf_k_array, np.array(cond_start, dtype=np.int64),
+                               np.array(cond_test, dtype=np.int64),
+                               np.array(cond_bit, dtype=np.int64),
+                               np.array(cond_go_left, dtype=np.bool_), self.table_start)
         """Each leaf's path (k; its conditions' range, test, local player bit and direction)
         and where its 2^k tables start."""
         self.groups = _group_arrays(group_players, np.array(leaf_group, dtype=np.int64))
-        """Leaves by group of path players, and each group's buffer layout and global masks."""
+        """Leaves by group of path players, each group's buffer layout and its players."""
+        self.lattice_masks = (_lattice_masks(self.groups) if self.n_players <= MAX_LATTICE_PLAYERS
+                              else np.zeros(0, dtype=np.int64))
+        """The lattice's global bitmask of every entry of every group buffer (lattice only)."""
         self.failures = _failure_lists(self.paths)
         """Per test and answer, the (leaf, mask) of every condition that answer fails."""
         self.walks = _tree_walks(np.asarray(ensemble.trees), self.paths)
         """The trees as nodes again, for plain predictions."""
-        self._offsets: BoundedCache[int, tuple[np.ndarray, tuple[np.ndarray, ...]]] = \
+        self._reads: BoundedCache[int, tuple[Coalitions, tuple[np.ndarray, ...]]] = \
             BoundedCache(OFFSET_TABLES_KEPT)
 
     def lattice(self, rows: FloatArray) -> FloatArray:
@@ -139,7 +160,7 @@ class TreeTables:
             raise ValueError("too many players for the full lattice; ask for coalitions")
         rows = np.ascontiguousarray(rows, dtype=np.float64)
         arguments = (rows, self.n_players, self.base, self.tests, self.paths, self.failures,
-                     self.groups, self.terms)
+                     self.groups, self.lattice_masks, self.terms)
         if len(rows) <= SERIAL_ROWS:
             return _lattice_serial(*arguments)
         with parallel_section():
@@ -159,44 +180,52 @@ class TreeTables:
         with parallel_section():
             return _plain_parallel(*arguments, _blocks(len(rows)))
 
-    def values_by_row(self, rows: FloatArray, bits: np.ndarray) -> FloatArray:
-        """(n_rows, n_coalitions) masked predictions for coalitions given as bitmasks."""
+    def values_by_row(self, rows: FloatArray, coalitions: Coalitions) -> FloatArray:
+        """(n_rows, n_coalitions) masked predictions for boolean masks over the players."""
         if self.n_players <= MAX_LATTICE_PLAYERS:
+            (bits,) = self._design_reads(coalitions)
             lattice = self.lattice(rows)
             if bits.size == lattice.shape[1] and bool((bits == np.arange(bits.size)).all()):
                 return lattice  # the whole lattice in order (exact Shapley): no gather
             return lattice[:, bits]
-        offsets, order, parent, start, new, old = self._coalition_reads(
-            np.asarray(bits, dtype=np.int64))
+        offsets, order, parent, start, new, old = self._design_reads(coalitions)
         with parallel_section():
             return _coalition_values(
                 np.ascontiguousarray(rows, dtype=np.float64), offsets, order, parent, start, new,
                 old, self.base, self.tests, self.paths, self.groups, self.terms,
             )
 
-    def _coalition_reads(self, bits: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Where each coalition reads the group buffers, worked out once per design.
+    def _design_reads(self, coalitions: Coalitions) -> tuple[np.ndarray, ...]:
+        """How a design's coalitions read the tables, worked out once per design (by identity).
 
-        S ∩ F_g (the group's local bits) does not depend on the row: offsets[c, g] is kept
-        per design rather than recomputed per (row, coalition, group). And a coalition that
-        is another one plus a player j (every permutation prefix is) differs from it only in
-        the groups whose players include j: it is computed as that parent's value plus those
-        groups' changes, about k/d of the groups. Returns (offsets, order, parent, change
+        Up to MAX_LATTICE_PLAYERS: each coalition's bitmask, its index in the lattice. Past
+        that, S ∩ F_g (the group's local bits) does not depend on the row: offsets[c, g] is
+        kept per design rather than recomputed per (row, coalition, group). And a coalition
+        that is another one plus a player j (every permutation prefix is) differs from it only
+        in the groups whose players include j: it is computed as that parent's value plus
+        those groups' changes, about k/d of the groups. Returns (offsets, order, parent, change
         start, new reads, old reads); parents come before their children in `order`.
         """
-        key = id(bits)
-        entry = self._offsets.get(key)
-        if entry is None or entry[0] is not bits:
-            group_start, group_k, group_global = self.groups[2], self.groups[3], self.groups[4]
-            offsets = _offsets_of(bits, group_start, group_k, group_global)
-            entry = (bits, (offsets, *_chains(bits, offsets, self.n_players)))
-            self._offsets[key] = entry
+        key = id(coalitions)
+        entry = self._reads.get(key)
+        if entry is None or entry[0] is not coalitions:
+            masks = np.ascontiguousarray(coalitions, dtype=np.bool_)
+            if masks.ndim != 2 or masks.shape[1] != self.n_players:
+                raise ValueError(f"coalitions must be masks over the tables' {self.n_players} "
+                                 f"players")
+            if self.n_players <= MAX_LATTICE_PLAYERS:
+                reads: tuple[np.ndarray, ...] = (bits_from_coalitions(masks),)
+            else:
+                groups = self.groups
+                offsets = _offsets_of(masks, groups.start, groups.k, groups.players)
+                reads = (offsets, *_chains(masks, offsets))
+            entry = (coalitions, reads)  # holding the array keeps its id unique
+            self._reads[key] = entry
         return entry[1]
 
-    def coalition_values(self, rows: FloatArray, coalitions: np.ndarray) -> FloatArray:
+    def coalition_values(self, rows: FloatArray, coalitions: Coalitions) -> FloatArray:
         """(n_coalitions, n_rows) masked predictions for boolean masks over the players."""
-        bits = bits_from_coalitions(coalitions)
-        return np.ascontiguousarray(self.values_by_row(rows, bits).T)
+        return np.ascontiguousarray(self.values_by_row(rows, coalitions).T)
 
 
 def _host_groups(path_players: list[tuple[int, ...]]) -> dict[tuple[int, ...], tuple[int, ...]]:
@@ -225,28 +254,38 @@ def _host_groups(path_players: list[tuple[int, ...]]) -> dict[tuple[int, ...], t
     return host
 
 
-def _chains(bits: np.ndarray, offsets: np.ndarray, n_players: int
+def _chains(coalitions: Coalitions, offsets: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(order, parent, change start, new reads, old reads) of coalitions as one-player
     extensions.
 
-    parent[c] is a coalition of the design equal to c without one of its players (-1 when
-    none is in the design, or when its changes would cost more than summing every group);
-    order lists coalitions by size, so a parent comes first; the buffer reads that differ
-    between c and its parent are new[start[c]:start[c+1]] (c's) and old[...] (the parent's),
-    stored as offsets so a row reads them in sequence.
+    parent[c] is a coalition of the design equal to c without one of its players (the lowest
+    such player; -1 when none is in the design, or when its changes would cost more than
+    summing every group); order lists coalitions by size, so a parent comes first; the buffer
+    reads that differ between c and its parent are new[start[c]:start[c+1]] (c's) and
+    old[...] (the parent's), stored as offsets so a row reads them in sequence. Coalitions are
+    found by their packed bytes (core.coalitions), so any number of players works.
     """
-    n = bits.size
+    n, n_players = coalitions.shape
     parent = np.full(n, -1, dtype=np.int64)
-    ranked = np.argsort(bits, kind="stable")
-    sorted_bits = bits[ranked]
+    rows = packed(coalitions)
+    keys = row_keys(rows)
+    ranked = np.argsort(keys, kind="stable")
+    sorted_keys = keys[ranked]
     for j in range(n_players):
-        player = np.int64(1) << np.int64(j)
-        without = bits & ~player
-        position = np.minimum(np.searchsorted(sorted_bits, without), n - 1)
-        found = ((bits & player) != 0) & (sorted_bits[position] == without) & (parent < 0)
-        parent[found] = ranked[position[found]]
-    sizes = np.array([int(b).bit_count() for b in bits.tolist()], dtype=np.int64)
+        # packed() puts player j at reversed position d − 1 − j, most significant bit first.
+        position = n_players - 1 - j
+        byte, bit = position // 8, np.uint8(0x80 >> (position % 8))
+        holders = np.flatnonzero((rows[:, byte] & bit) != 0)
+        if holders.size == 0:
+            continue
+        without = rows[holders].copy()
+        without[:, byte] &= ~bit
+        wanted = row_keys(without)
+        found = np.minimum(np.searchsorted(sorted_keys, wanted), n - 1)
+        hit = (sorted_keys[found] == wanted) & (parent[holders] < 0)
+        parent[holders[hit]] = ranked[found[hit]]
+    sizes = coalitions.sum(axis=1)
     order = np.argsort(sizes, kind="stable").astype(np.int64)
     has_parent = parent >= 0
     differs = np.zeros(offsets.shape, dtype=np.bool_)
@@ -267,12 +306,12 @@ def _blocks(n_rows: int) -> int:
     return max(1, min(n_rows, numba.get_num_threads() * BLOCKS_PER_THREAD))
 
 
-def _test_arrays(conditions: list[Condition]) -> tuple:
-    """The distinct split tests as arrays, one tuple for the compiled kernels."""
+def _test_arrays(conditions: list[Condition]) -> SplitTests:
+    """The distinct split tests as arrays, one record for the compiled kernels."""
     code_rows = [c.codes for c in conditions if c.categorical]
     code_row = np.full(len(conditions), -1, dtype=np.int64)
     code_row[[i for i, c in enumerate(conditions) if c.categorical]] = np.arange(len(code_rows))
-    return (np.array([c.player for c in conditions], dtype=np.int64),
+    return SplitTests(np.array([c.player for c in conditions], dtype=np.int64),
             np.array([c.categorical for c in conditions], dtype=np.bool_),
             np.array([c.threshold for c in conditions], dtype=np.float64),
             np.array([c.missing_left for c in conditions], dtype=np.bool_),
@@ -282,12 +321,12 @@ def _test_arrays(conditions: list[Condition]) -> tuple:
             np.array([c.single_precision for c in conditions], dtype=np.bool_))
 
 
-def _tree_walks(trees: np.ndarray, paths: tuple) -> tuple[np.ndarray, ...]:
+def _tree_walks(trees: np.ndarray, paths: LeafPaths) -> TreeWalks:
     """(root, test, left, right) node arrays rebuilt from the leaves' root-first paths.
 
     A child (or root) c < 0 is the leaf -c - 1; a tree without splits is its one leaf.
     """
-    _, cond_start, cond_test, _, cond_go_left, _ = paths
+    cond_start, cond_test, cond_go_left = paths.cond_start, paths.cond_test, paths.cond_go_left
     roots: list[int] = []
     tests: list[int] = []
     children: list[list[int]] = []  # [right, left] per node, indexed by go_left
@@ -313,315 +352,56 @@ def _tree_walks(trees: np.ndarray, paths: tuple) -> tuple[np.ndarray, ...]:
                 children.append([0, 0])
             node = children[node][side]
     pairs = np.array(children, dtype=np.int64).reshape(-1, 2)
-    return (np.array(roots, dtype=np.int64), np.array(tests, dtype=np.int64),
-            np.ascontiguousarray(pairs[:, 1]), np.ascontiguousarray(pairs[:, 0]))
+    return TreeWalks(np.array(roots, dtype=np.int64), np.array(tests, dtype=np.int64),
+                     np.ascontiguousarray(pairs[:, 1]), np.ascontiguousarray(pairs[:, 0]))
 
 
-def _failure_lists(paths: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _failure_lists(paths: LeafPaths) -> Failures:
     """Conditions listed by the answer that fails them: slot 2u + a holds every condition on
     test u that a row answering a (1 = goes left) fails, as (leaf, mask that clears its bit).
 
     A row then clears only the bits its answers fail (about half of all conditions), with no
     test of a condition against its answer.
     """
-    leaf_k, cond_start, cond_test, cond_bit, cond_go_left, _ = paths
+    leaf_k, cond_start, cond_test = paths.k, paths.cond_start, paths.cond_test
+    cond_bit, cond_go_left = paths.cond_bit, paths.cond_go_left
     cond_leaf = np.repeat(np.arange(leaf_k.size, dtype=np.int64), np.diff(cond_start))
     slot = 2 * cond_test + (~cond_go_left).astype(np.int64)
     order = np.argsort(slot, kind="stable")
     n_slots = 2 * (int(cond_test.max(initial=-1)) + 1)
     starts = np.concatenate([[0], np.cumsum(np.bincount(slot, minlength=n_slots))])
     full = (np.int64(1) << leaf_k) - 1
-    return starts.astype(np.int64), cond_leaf[order], ~cond_bit[order], full
+    return Failures(starts.astype(np.int64), cond_leaf[order], ~cond_bit[order], full)
 
 
-def _group_arrays(group_players: list[tuple[int, ...]], leaf_group: np.ndarray) -> tuple:
-    """Leaves sorted by group, each group's buffer offset, k and global mask of every subset."""
+def _group_arrays(group_players: list[tuple[int, ...]], leaf_group: np.ndarray) -> LeafGroups:
+    """Leaves sorted by group, each group's buffer offset and k, and its players: row g of
+    the (n_groups, max k) player table holds group g's players by local bit (-1 pads)."""
     group_k = np.array([len(p) for p in group_players], dtype=np.int64)
     sizes = np.int64(1) << group_k
     group_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    # All groups at once: entry e is local subset `local[e]` of group `owner[e]`; its global
-    # mask gets player p_i(owner) for every local bit i that is set.
-    owner = np.repeat(np.arange(len(group_players)), sizes)
-    local = np.arange(int(group_start[-1]), dtype=np.int64) - group_start[owner]
     padded = np.full((len(group_players), max(int(group_k.max(initial=0)), 1)), -1,
                      dtype=np.int64)
     for g, players in enumerate(group_players):
         padded[g, :len(players)] = players
+    group_leaves = np.argsort(leaf_group, kind="stable").astype(np.int64)
+    counts = np.bincount(leaf_group, minlength=len(group_players))
+    group_leaf_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return LeafGroups(group_leaves, group_leaf_start, group_start, group_k, padded)
+
+
+def _lattice_masks(groups: LeafGroups) -> np.ndarray:
+    """The global bitmask of every group buffer entry, for scattering into the lattice.
+
+    All groups at once: entry e is local subset `local[e]` of group `owner[e]`; its global
+    mask gets player p_i(owner) for every local bit i that is set.
+    """
+    group_start, group_k, padded = groups.start, groups.k, groups.players
+    owner = np.repeat(np.arange(group_k.size), np.int64(1) << group_k)
+    local = np.arange(int(group_start[-1]), dtype=np.int64) - group_start[owner]
     global_masks = np.zeros(local.size, dtype=np.int64)
     for i in range(padded.shape[1]):
         player = padded[owner, i]
         set_bit = ((local >> i) & 1).astype(bool) & (player >= 0)
         global_masks[set_bit] |= np.int64(1) << player[set_bit]
-    group_leaves = np.argsort(leaf_group, kind="stable").astype(np.int64)
-    counts = np.bincount(leaf_group, minlength=len(group_players))
-    group_leaf_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return group_leaves, group_leaf_start, group_start, group_k, global_masks
-
-
-# --- compiled kernels ----------------------------------------------------------------------
-
-
-@njit(cache=True, nogil=True)
-def _answers(row, tests, out):
-    """Whether the row goes left at every distinct split test."""
-    (player, categorical, threshold, missing_left, code_row, code_table, single) = tests
-    for u in range(player.size):
-        value = row[player[u]]
-        if np.isnan(value):
-            goes_left = missing_left[u]
-        elif categorical[u]:
-            if value < 0 or value >= 256:
-                goes_left = missing_left[u]
-            else:
-                code = code_table[code_row[u], int(value)]
-                goes_left = missing_left[u] if code == MISSING else code == LEFT
-        elif single[u]:
-            goes_left = np.float32(value) <= threshold[u]
-        else:
-            goes_left = value <= threshold[u]
-        out[u] = goes_left
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _reach(answers, leaf, paths):
-    """A_L as a local bitmask: the leaf's path players whose every split the row passes."""
-    (leaf_k, cond_start, cond_test, cond_bit, cond_go_left, _) = paths
-    reach = (1 << leaf_k[leaf]) - 1
-    for c in range(cond_start[leaf], cond_start[leaf + 1]):
-        # branch-free: which way the row goes is unpredictable
-        reach &= ~(cond_bit[c] * (answers[cond_test[c]] != cond_go_left[c]))
-    return reach
-
-
-@njit(cache=True, nogil=True)
-def _reach_all(answers, failures, reach):
-    """A_L of every leaf (local bitmasks): start full, clear the bits the answers fail."""
-    (starts, leaf, clear, full) = failures
-    reach[:] = full
-    for u in range(answers.size):
-        slot = 2 * u + answers[u]
-        for e in range(starts[slot], starts[slot + 1]):
-            reach[leaf[e]] &= clear[e]
-
-
-@njit(cache=True, nogil=True)
-def _plain_block(rows, lo, hi, out, base, leaf_value, tests, walks):
-    (roots, node_test, node_left, node_right) = walks
-    answers = np.empty(tests[0].size, dtype=np.bool_)
-    for r in range(lo, hi):
-        _answers(rows[r], tests, answers)
-        total = base
-        for tree in range(roots.size):
-            node = roots[tree]
-            while node >= 0:
-                node = node_left[node] if answers[node_test[node]] else node_right[node]
-            total += leaf_value[-node - 1]
-        out[r] = total
-
-
-@njit(cache=True)
-def _plain_serial(rows, base, leaf_value, tests, walks):
-    out = np.empty(rows.shape[0])
-    _plain_block(rows, 0, rows.shape[0], out, base, leaf_value, tests, walks)
-    return out
-
-
-@njit(cache=True, parallel=True)
-def _plain_parallel(rows, base, leaf_value, tests, walks, n_blocks):
-    n = rows.shape[0]
-    out = np.empty(n)
-    for block in prange(n_blocks):
-        _plain_block(rows, block * n // n_blocks, (block + 1) * n // n_blocks, out, base,
-                     leaf_value, tests, walks)
-    return out
-
-
-@njit(cache=True, parallel=True)
-def _probability_tables(background, tests, paths, total):
-    """P_L(U) for every leaf L and every subset U of its path players."""
-    leaf_k, table_start = paths[0], paths[5]
-    n_background = background.shape[0]
-    answers = np.empty((n_background, tests[0].size), dtype=np.bool_)
-    for b in prange(n_background):
-        _answers(background[b], tests, answers[b])
-    tables = np.zeros(total)
-    for leaf in prange(leaf_k.size):
-        size = 1 << leaf_k[leaf]
-        start = table_start[leaf]
-        for b in range(n_background):
-            tables[start + _reach(answers[b], leaf, paths)] += 1.0
-        # Superset sums: the count of rows whose pattern contains U.
-        for bit in range(leaf_k[leaf]):
-            step = 1 << bit
-            for mask in range(size):
-                if not mask & step:
-                    tables[start + mask] += tables[start + (mask | step)]
-        for mask in range(size):
-            tables[start + mask] /= n_background
-    return tables
-
-
-@njit(cache=True)
-def _leaf_terms(probabilities, leaf_value, paths):
-    """Q_L(T) = v_L P_L(F_L ∖ T), indexed by T."""
-    leaf_k, table_start = paths[0], paths[5]
-    terms = np.empty_like(probabilities)
-    for leaf in range(leaf_k.size):
-        start = table_start[leaf]
-        full = (1 << leaf_k[leaf]) - 1
-        for subset in range(full + 1):
-            terms[start + subset] = leaf_value[leaf] * probabilities[start + (full ^ subset)]
-    return terms
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _add_reached_terms(buffer, offset, reach, terms, start):
-    """buffer[T] += Q_L(T) for every subset T of the reached players."""
-    subset = reach
-    while True:
-        buffer[offset + subset] += terms[start + subset]
-        if subset == 0:
-            break
-        subset = (subset - 1) & reach
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _mobius(buffer, size):
-    """In place: m(T) = Σ_{U ⊆ T} (-1)^|T∖U| t(U) over a buffer of `size` = 2^k entries."""
-    if size == 1:
-        return
-    if size == 2:
-        buffer[1] -= buffer[0]
-        return
-    for b in range(0, size, 4):  # the two lowest bits at once
-        a0 = buffer[b]
-        a1 = buffer[b + 1] - a0
-        buffer[b + 3] = buffer[b + 3] - buffer[b + 2] - a1
-        buffer[b + 2] -= a0
-        buffer[b + 1] = a1
-    step = 4
-    while step < size:  # then contiguous halves, which vectorise
-        for start in range(0, size, 2 * step):
-            low = buffer[start:start + step]
-            high = buffer[start + step:start + 2 * step]
-            for i in range(step):
-                high[i] -= low[i]
-        step <<= 1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _subset_sums(lattice, size):
-    """In place: h(S) = Σ_{T ⊆ S} m(T), the inverse of _mobius."""
-    if size == 1:
-        return
-    if size == 2:
-        lattice[1] += lattice[0]
-        return
-    for b in range(0, size, 4):
-        a0 = lattice[b]
-        a1 = lattice[b + 1] + a0
-        lattice[b + 3] = lattice[b + 3] + lattice[b + 2] + a1
-        lattice[b + 2] += a0
-        lattice[b + 1] = a1
-    step = 4
-    while step < size:
-        for start in range(0, size, 2 * step):
-            low = lattice[start:start + step]
-            high = lattice[start + step:start + 2 * step]
-            for i in range(step):
-                high[i] += low[i]
-        step <<= 1
-
-
-@njit(cache=True, nogil=True)
-def _lattice_block(rows, lo, hi, out, base, tests, paths, failures, groups, terms):
-    """Rows lo..hi of the lattice, with one answer array and one group buffer for all."""
-    (group_leaves, group_leaf_start, group_start, group_k, group_global) = groups
-    answers = np.empty(tests[0].size, dtype=np.bool_)
-    reach = np.empty(paths[0].size, dtype=np.int64)
-    buffer = np.zeros(1 << group_k.max())
-    table_start = paths[5]
-    for r in range(lo, hi):
-        _answers(rows[r], tests, answers)
-        _reach_all(answers, failures, reach)
-        lattice = out[r]
-        lattice[:] = 0.0
-        for g in range(group_k.size):
-            size = 1 << group_k[g]
-            for i in range(group_leaf_start[g], group_leaf_start[g + 1]):
-                leaf = group_leaves[i]
-                _add_reached_terms(buffer, 0, reach[leaf], terms, table_start[leaf])
-            _mobius(buffer, size)
-            offset = group_start[g]
-            for mask in range(size):
-                lattice[group_global[offset + mask]] += buffer[mask]
-                buffer[mask] = 0.0
-        _subset_sums(lattice, lattice.size)
-        for mask in range(lattice.size):
-            lattice[mask] += base
-
-
-@njit(cache=True)
-def _lattice_serial(rows, n_players, base, tests, paths, failures, groups, terms):
-    out = np.empty((rows.shape[0], 1 << n_players))
-    _lattice_block(rows, 0, rows.shape[0], out, base, tests, paths, failures, groups, terms)
-    return out
-
-
-@njit(cache=True, parallel=True)
-def _lattice_parallel(rows, n_players, base, tests, paths, failures, groups, terms, n_blocks):
-    n = rows.shape[0]
-    out = np.empty((n, 1 << n_players))
-    for block in prange(n_blocks):
-        _lattice_block(rows, block * n // n_blocks, (block + 1) * n // n_blocks, out, base,
-                       tests, paths, failures, groups, terms)
-    return out
-
-
-@njit(cache=True, parallel=True)
-def _offsets_of(coalition_bits, group_start, group_k, group_global):
-    """offsets[c, g] = group g's buffer offset plus S_c ∩ F_g in its local bits."""
-    out = np.empty((coalition_bits.size, group_k.size), dtype=np.int32)  # < 2^31 entries
-    for c in prange(coalition_bits.size):
-        bits = coalition_bits[c]
-        for g in range(group_k.size):
-            offset = group_start[g]
-            local = 0
-            for i in range(group_k[g]):  # bit i of the group is player of global mask 1 << i
-                if bits & group_global[offset + (1 << i)]:
-                    local |= 1 << i
-            out[c, g] = offset + local
-    return out
-
-
-@njit(cache=True, parallel=True)
-def _coalition_values(rows, offsets, order, parent, change_start, new_reads, old_reads, base,
-                      tests, paths, groups, terms):
-    """Per coalition instead of the lattice: g_S = base + Σ_g buffer_g[S ∩ F_g], each
-    coalition with a parent in the design as the parent's value plus its changed groups."""
-    (group_leaves, group_leaf_start, group_start, group_k, _) = groups
-    table_start = paths[5]
-    n_coalitions, n_groups = offsets.shape
-    out = np.empty((rows.shape[0], n_coalitions))
-    for r in prange(rows.shape[0]):
-        answers = np.empty(tests[0].size, dtype=np.bool_)
-        _answers(rows[r], tests, answers)
-        buffers = np.zeros(group_start[-1])
-        for g in range(group_k.size):
-            for i in range(group_leaf_start[g], group_leaf_start[g + 1]):
-                leaf = group_leaves[i]
-                _add_reached_terms(buffers, group_start[g], _reach(answers, leaf, paths), terms,
-                                   table_start[leaf])
-        values = out[r]
-        for c in order:
-            p = parent[c]
-            if p < 0:
-                total = base
-                for g in range(n_groups):
-                    total += buffers[offsets[c, g]]
-            else:
-                total = values[p]
-                for e in range(change_start[c], change_start[c + 1]):
-                    total += buffers[new_reads[e]] - buffers[old_reads[e]]
-            values[c] = total
-    return out
+    return global_masks
