@@ -2,20 +2,19 @@
 
     python benchmarks/wide.py [--dims 20,30,50,100] [--patients 20] [--out FILE.md]
 
-Workload: the speed benchmark's synthetic data (benchmarks/speed.py) with d features, gbm for
-f and σ (100 trees × 31 leaves), normalized family, n = 1000 calibration rows, m = 1000
+Workload: the speed benchmark's synthetic data (benchmarks/speed/workload.py) with d features,
+gbm for f and σ (100 trees × 31 leaves), normalized family, n = 1000 calibration rows, m = 1000
 background rows, α = 0.1; permutation sampling and KernelSHAP at their default budgets (exact
 enumeration is refused above 16 features). Coalitions are boolean masks of any width; past 16
-players the tables are read per coalition: each coalition's per-group buffer offsets are
-worked out once per design (from the mask, at each group's players), and a coalition that
-extends another by one player (every permutation prefix) is its parent's value plus the groups
-that player changes. The side-by-side column times the same kernel with every coalition summed
-over all groups (no parents), in the same run. Wall time and CPU time ÷ cores are both given,
-since the machine may be shared. The SE is the median reported standard error of φ_C, also as
-a share of |v_C(N) − v_C(∅)| (the calibration gap the φ_C split). The last table times the
-brute-force fallback per hybrid row against the models' own predict on a batch of the same
-size, interleaved, at each d.
-"""
+players the tables are read per coalition: each coalition's per-group buffer offsets are worked
+out once per design (from the mask, at each group's players), and a coalition that extends
+another by one player (every permutation prefix) is its parent's value plus the groups that
+player changes. The side-by-side column times the same kernel with every coalition summed over
+all groups (no parents), in the same run. Wall time and CPU time ÷ cores are both given, since
+the machine may be shared. The SE is the median reported standard error of φ_C, also as a share
+of |v_C(N) − v_C(∅)| (the calibration gap the φ_C split). The last table times the brute-force
+fallback per hybrid row against the models' own predict on a batch of the same size,
+interleaved, at each d. """
 
 from __future__ import annotations
 
@@ -32,7 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from speed import build_workload, fresh_explainer, hybrid_batch, predict_seconds_per_row, publish
+from speed import build_workload, fresh_explainer, publish
+from speed.measures import hybrid_batch, predict_seconds_per_row
 
 from core.attribution import METHOD_BUDGETS, TARGET_RELATIVE_SE
 from core.games import MaskedEvaluator
