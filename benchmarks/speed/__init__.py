@@ -33,7 +33,8 @@ _PUBLIC = {
     "publish": "harness",
 }
 
-__all__ = sorted(_PUBLIC)
+__all__ = ["CALIBRATION_POOL", "SEED", "TRAINING_ROWS", "build_workload", "fresh_explainer",
+           "make_data", "publish"]
 
 if TYPE_CHECKING:
     from .harness import publish
