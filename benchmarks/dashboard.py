@@ -19,8 +19,8 @@
 
 Repeated times read as median (p90, max) in milliseconds, by speed.harness.summary: the rule
 of every benchmark here, p90 interpolated between ranks as numpy.percentile does (of 30
-switches, between the 27th and 28th fastest). Reports written before this file used the
-harness took the 28th fastest (rank int(0.9·n)), so their p90 can be one rank higher.
+switches, between the 27th and 28th fastest). Earlier versions of this script took the 28th
+fastest (rank int(0.9·n)), so a p90 in a report they wrote can be up to one rank higher.
 
 Prints a Markdown table and writes it to docs/benchmarks/dashboard.md.
 """
