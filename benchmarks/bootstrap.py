@@ -17,19 +17,28 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from speed import SEED, build_workload, fresh_explainer, publish
+from speed import SEED, build_workload, fresh_explainer
+from speed.harness import header, publish, row, timed
 
+from core.attribution.base import Design
 from core.decomposition import calibration_interval
 from core.games.calibration import CalibrationGame
 
 D, N_CALIBRATION, BACKGROUND, ALPHA = 12, 1000, 1000, 0.1
+
+
+def bootstrap_interval(design: Design, game: CalibrationGame, replicates: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """What a bootstrap run adds once its game kept the row order: replicates → φ_C interval."""
+    return calibration_interval(design, game.bootstrap_values(ALPHA, replicates, seed=SEED))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,18 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     explainer.calibration_game("exact")  # the run's own game, which the estimate reads
     game_s, ordered_s, boot_s, background_s = [], [], [], []
     for _ in range(args.repeats):
-        start = time.perf_counter()
-        CalibrationGame.compute(*inputs)
-        game_s.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        game = CalibrationGame.compute(*inputs, keep_order=True)
-        ordered_s.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        calibration_interval(design, game.bootstrap_values(ALPHA, args.replicates, seed=SEED))
-        boot_s.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        explainer.background_bootstrap("exact", ALPHA, args.background_replicates)
-        background_s.append((time.perf_counter() - start) / args.background_replicates)
+        game_s.append(timed(CalibrationGame.compute, *inputs)[0])
+        seconds, game = timed(CalibrationGame.compute, *inputs, keep_order=True)
+        ordered_s.append(seconds)
+        boot_s.append(timed(bootstrap_interval, design, game, args.replicates)[0])
+        background_s.append(timed(explainer.background_bootstrap, "exact", ALPHA,
+                                  args.background_replicates)[0] / args.background_replicates)
     game, ordered, boot, background = (statistics.median(s) for s in
                                        (game_s, ordered_s, boot_s, background_s))
     lines = [
@@ -70,16 +73,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"d = {D}, n = {N_CALIBRATION}, m = {BACKGROUND}, exact Shapley, normalized family, gbm; "
         f"{args.replicates} replicates; median of {args.repeats} side-by-side repeats; "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC.", "",
-        "| what | median | × the game |", "|---|---|---|",
-        f"| calibration game, cold (as every run) | {game:.3f} s | 1.00 |",
-        f"| same game keeping each score's row | {ordered:.3f} s | {ordered / game:.2f} |",
-        f"| bootstrap: {args.replicates} replicates → φ_C interval | {boot:.3f} s | "
-        f"{boot / game:.2f} |",
-        f"| extra cost of a bootstrap run (row order + replicates) | "
-        f"{ordered - game + boot:.3f} s | {(ordered - game + boot) / game:.2f} |",
-        f"| background bootstrap, per replicate ({args.background_replicates} redraws of "
-        f"{BACKGROUND} rows; tables + one game each) | {background:.3f} s | "
-        f"{background / game:.2f} |", "",
+        *header("what", "median", "× the game"),
+        row("calibration game, cold (as every run)", f"{game:.3f} s", "1.00"),
+        row("same game keeping each score's row", f"{ordered:.3f} s", f"{ordered / game:.2f}"),
+        row(f"bootstrap: {args.replicates} replicates → φ_C interval", f"{boot:.3f} s",
+            f"{boot / game:.2f}"),
+        row("extra cost of a bootstrap run (row order + replicates)",
+            f"{ordered - game + boot:.3f} s", f"{(ordered - game + boot) / game:.2f}"),
+        row(f"background bootstrap, per replicate ({args.background_replicates} redraws of "
+            f"{BACKGROUND} rows; tables + one game each)", f"{background:.3f} s",
+            f"{background / game:.2f}"), "",
         "Target: the calibration bootstrap ≤ 2× the calibration game. No model is called by its "
         "replicates.",
         "",

@@ -17,6 +17,11 @@
 * Cohort page, with --browser: from clicking Cohort until its charts are drawn, on the first
   visit after each of four Runs and on visits again from Setup (target: first ≤ 1.5× again).
 
+Repeated times read as median (p90, max) in milliseconds, by speed.harness.summary: the rule
+of every benchmark here, p90 interpolated between ranks as numpy.percentile does (of 30
+switches, between the 27th and 28th fastest). Earlier versions of this script took the 28th
+fastest (rank int(0.9·n)), so a p90 in a report they wrote can be up to one rank higher.
+
 Prints a Markdown table and writes it to docs/benchmarks/dashboard.md.
 """
 
@@ -34,19 +39,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from speed.harness import publish, summary, table, versions  # noqa: E402
+
 MAIN = ROOT / "app" / "main.py"
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "dashboard.md"
 SHORT = {"Fitting the model components": "fit", "Computing the calibration game": "calibration",
          "Explaining every patient": "patients"}
 """Table labels for the stages of app.runs.compute."""
-
-
-def summary(seconds: list[float]) -> str:
-    """Median (p90, max) in milliseconds."""
-    ordered = sorted(seconds)
-    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-    return (f"{1000 * statistics.median(ordered):.0f} ms (p90 {1000 * p90:.0f}, "
-            f"max {1000 * ordered[-1]:.0f})")
 
 
 def time_model(model: str, switches: int) -> dict[str, str]:
@@ -249,9 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             if model.strip()]
     browser = time_browser(min(args.switches, 20)) if args.browser else None
 
-    import sklearn
-    import streamlit
-
+    found = versions(("streamlit", "scikit-learn"))
     lines = [
         "# Dashboard benchmark",
         "",
@@ -259,16 +258,13 @@ def main(argv: list[str] | None = None) -> int:
         f"Setup: exact Shapley, normalized family, α = 0.1, automatic background, seed 0. "
         f"Written by `python benchmarks/dashboard.py` on {datetime.now(UTC):%Y-%m-%d %H:%M} "
         f"UTC; {os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, "
-        f"Python {platform.python_version()}, streamlit {streamlit.__version__}, "
-        f"scikit-learn {sklearn.__version__}.",
+        f"Python {platform.python_version()}, streamlit {found['streamlit']}, "
+        f"scikit-learn {found['scikit-learn']}.",
     ]
     if rows:
-        columns = list(rows[0])
         lines += [
             "",
-            "| " + " | ".join(columns) + " |",
-            "|" + "|".join("---" for _ in columns) + "|",
-            *("| " + " | ".join(row[c] for c in columns) + " |" for row in rows),
+            *table(rows),
             "",
             "First run: pressing Run with empty caches (fit, calibration game, every patient). "
             "Run again: the same setup, served from cache. New alpha: Run after changing α "
@@ -295,11 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             f"**{browser['cohort first'][0] / statistics.median(browser['cohort again']):.2f}×** "
             f"(target ≤ 1.5×).",
         ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
-    print(f"written to {args.out}", file=sys.stderr)
+    publish("\n".join(lines) + "\n", args.out)
     return 0
 
 

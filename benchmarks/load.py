@@ -37,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from dashboard_driver import (  # noqa: E402  (the tests folder is not a package)
     CHROMIUM,
@@ -45,6 +46,7 @@ from dashboard_driver import (  # noqa: E402  (the tests folder is not a package
     browser_missing,
     streamlit_server,
 )
+from speed.harness import load_text, percentile, publish, status_kib, table  # noqa: E402
 
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "load.md"
 MEMORY_WAITS = [10.0, 60.0, 180.0]
@@ -76,25 +78,6 @@ def watch_script_finishes(page) -> list[float]:
 
     page.on("websocket", lambda socket: socket.on("framereceived", on_frame))
     return finishes
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile by linear interpolation (statistics.quantiles needs two values)."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def memory_kib(pid: int, key: str) -> int:
-    """A VmRSS / VmHWM line of /proc/PID/status, in KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{key}:"):
-            return int(line.split()[1])
-    raise KeyError(key)
 
 
 def process_cpu(pid: int) -> float:
@@ -190,7 +173,7 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
                    "CPDECOMP_CACHE_DIR": str(folder / f"cache-{sessions}")}
     with streamlit_server(environment, folder / f"server-{sessions}.log") as (url, server):
         time.sleep(1.0)
-        idle = memory_kib(server.pid, "VmRSS")
+        idle = status_kib("VmRSS", server.pid)
         server_before, children_before = process_cpu(server.pid), os.times()
         started = time.perf_counter()
         # Playwright's driver and chromium are children of this process and have exited (and
@@ -199,7 +182,7 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
         wall = time.perf_counter() - started
         children_after = os.times()
         server_cpu = process_cpu(server.pid) - server_before
-        peak = memory_kib(server.pid, "VmHWM")
+        peak = status_kib("VmHWM", server.pid)
     browser_cpu = (children_after.children_user + children_after.children_system
                    - children_before.children_user - children_before.children_system)
     switch_times = [t for result in results for t in result.switches]
@@ -364,7 +347,7 @@ async def memory_after_leaving(url: str, pid: int, tables: list[Path],
     from playwright.async_api import async_playwright, expect
 
     def mib() -> str:
-        return f"{memory_kib(pid, 'VmRSS') / 1024:,.0f}"
+        return f"{status_kib('VmRSS', pid) / 1024:,.0f}"
 
     figures = {"tables": f"{len(tables)} × {tables[0].stat().st_size / 2**20:.0f} MiB",
                "RSS before (MiB)": mib()}
@@ -378,10 +361,10 @@ async def memory_after_leaving(url: str, pid: int, tables: list[Path],
                 timeout=STEP_TIMEOUT)
             await page.locator(".st-key-data_source").get_by_text("Upload one table").click()
             await settle(page)
-            for table in tables:
+            for upload in tables:
                 await page.locator(".st-key-upload input[type='file']").set_input_files(
-                    str(table))
-                await expect(page.get_by_text(f"Current data: {table.name}")).to_be_visible(
+                    str(upload))
+                await expect(page.get_by_text(f"Current data: {upload.name}")).to_be_visible(
                     timeout=RUN_TIMEOUT)
             await settle(page)
             figures["RSS after the uploads (MiB)"] = mib()
@@ -403,16 +386,10 @@ def measure_memory(folder: Path, count: int, rows: int, waits: list[float]) -> d
     with streamlit_server(environment, folder / "server-memory.log") as (url, server):
         time.sleep(1.0)
         figures = asyncio.run(memory_after_leaving(url, server.pid, tables, waits))
-        figures["peak (MiB)"] = f"{memory_kib(server.pid, 'VmHWM') / 1024:,.0f}"
-    for table in tables:
-        table.unlink()
+        figures["peak (MiB)"] = f"{status_kib('VmHWM', server.pid) / 1024:,.0f}"
+    for upload in tables:
+        upload.unlink()
     return figures
-
-
-def markdown(rows: list[dict[str, str]]) -> list[str]:
-    header = list(rows[0])
-    return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header),
-            *("| " + " | ".join(row[h] for h in header) + " |" for row in rows)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -460,8 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"* {os.cpu_count()} cores, Python {platform.python_version()}; the server and "
         "chromium share the machine. Load average (1/5/15 min) "
-        f"{'/'.join(f'{x:.1f}' for x in load_before)} at the start, "
-        f"{'/'.join(f'{x:.1f}' for x in load_after)} at the end.",
+        f"{load_text(load_before)} at the start, {load_text(load_after)} at the end.",
         "* Each row: a fresh server with empty caches; N browser contexts at once, each "
         "running the diabetes sample with the default setup (gbm, normalized, exact Shapley) "
         f"and then switching patient {args.switches} times, on patients of its own.",
@@ -475,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         "Playwright's driver, over the row. On a real deployment the browsers run on the "
         "clinicians' computers; here they take their share of the same two cores.",
         "",
-        *(markdown(rows) if rows else []),
+        *(table(rows) if rows else []),
         "",
     ]
     if contended:
@@ -492,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
             "session starts the same slow run and its tab is closed: closed → the server's log "
             "line that the work ended.",
             "",
-            *markdown(contended),
+            *table(contended),
             "",
         ]
     if memory:
@@ -505,13 +481,10 @@ def main(argv: list[str] | None = None) -> int:
             "times after the tab closed (Streamlit keeps a closed session for 2 minutes in "
             "case it reconnects).",
             "",
-            *markdown(memory),
+            *table(memory),
             "",
         ]
-    text = "\n".join(lines)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish("\n".join(lines), args.out)
     return 0
 
 

@@ -30,7 +30,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from speed import CALIBRATION_POOL, TRAINING_ROWS, make_data, publish
+from speed import CALIBRATION_POOL, TRAINING_ROWS, make_data
+from speed.harness import header, load_text, publish, row
 
 D = 12
 
@@ -128,26 +129,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             "# Cohort scale through the command line", "",
             f"d = {D}, gbm, normalized, exact Shapley, background 1,000, Parquet output, the "
             f"calibration game from the disk cache; {os.cpu_count()} cores; "
-            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average "
-            f"{os.getloadavg()[0]:.1f} at the start.", "",
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average (1/5/15 min) "
+            f"{load_text(os.getloadavg())} at the start.", "",
             f"A one-patient run costs {fixed_cpu:.1f} CPU-s and {fixed_rss:.0f} MiB (imports, "
             "reading, fitting): *patients / CPU-second* is over the CPU above it.", "",
-            "| run | patients | wall | CPU | patients / CPU-second | peak RSS | "
-            "RSS above the first size |", "|---|---|---|---|---|---|---|",
+            *header("run", "patients", "wall", "CPU", "patients / CPU-second", "peak RSS",
+                    "RSS above the first size"),
         ]
         first_rss = None
         for size in sizes:
             wall, cpu, rss = run(explain(paths, size, folder / f"out_{size}.parquet"))
             first_rss = rss if first_rss is None else first_rss
-            lines.append(f"| one process | {size:,} | {wall:.1f} s | {cpu:.1f} s | "
-                         f"{(size - 1) / max(cpu - fixed_cpu, 1e-9):,.0f} | {rss:.0f} MiB | "
-                         f"{rss - first_rss:+.0f} MiB |")
+            lines.append(row("one process", f"{size:,}", f"{wall:.1f} s", f"{cpu:.1f} s",
+                             f"{(size - 1) / max(cpu - fixed_cpu, 1e-9):,.0f}", f"{rss:.0f} MiB",
+                             f"{rss - first_rss:+.0f} MiB"))
             print(lines[-1], flush=True)
         size = min(max(sizes), 100_000)
         lines += ["", f"Scale-out on {size:,} patients, side by side (wall time and the CPU of "
                   "the command and every worker process):", "",
-                  "| run | wall | CPU | CPU per 1,000 patients | speed-up (wall) |",
-                  "|---|---|---|---|---|"]
+                  *header("run", "wall", "CPU", "CPU per 1,000 patients", "speed-up (wall)")]
         out = folder / "jobs.parquet"
         base_wall, base_cpu = run_tree(explain(paths, size, out))
         rows = [("one process", base_wall, base_cpu)]
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             from dask.distributed import LocalCluster
         except ModuleNotFoundError:
-            lines.append("| LocalCluster | not run: dask is not installed | | | |")
+            lines.append(row("LocalCluster", "not run: dask is not installed", "", "", ""))
         else:
             with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
                               dashboard_address=None, processes=True) as cluster:
@@ -165,8 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                              cluster.scheduler_address), workers)
             rows.append(("2-worker LocalCluster", wall, cpu))
         for label, wall, cpu in rows:
-            lines.append(f"| {label} | {wall:.1f} s | {cpu:.1f} s | {1000 * cpu / size:.2f} s | "
-                         f"{base_wall / wall:.2f}× |")
+            lines.append(row(label, f"{wall:.1f} s", f"{cpu:.1f} s", f"{1000 * cpu / size:.2f} s",
+                             f"{base_wall / wall:.2f}×"))
             print(lines[-1], flush=True)
     if previous_cache is None:  # this process's environment as it was
         os.environ.pop("CPDECOMP_CACHE_DIR", None)

@@ -24,8 +24,8 @@ from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before any OpenMP runtime loads
 
-import numba
-
+# Light on purpose: the browser benchmarks (load.py, dashboard.py) import this module, and
+# numba, NumPy and scikit-learn load only where a benchmark computes (numba in describe_machine).
 from core.versions import REPORTED, library_versions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,6 +236,8 @@ def core_change(before: dict[str, bytes]) -> str:
 
 
 def describe_machine() -> Machine:
+    import numba
+
     return Machine(
         cores=len(os.sched_getaffinity(0)), cpu=cpu_model(), ram_gib=ram_gib(),
         python=platform.python_version(), versions=versions(),
