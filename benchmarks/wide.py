@@ -32,6 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from speed import build_workload, fresh_explainer, publish
+from speed.harness import timed_cpu as timed
 from speed.measures import hybrid_batch, predict_seconds_per_row
 
 from core.attribution import METHOD_BUDGETS, TARGET_RELATIVE_SE
@@ -46,12 +47,6 @@ BRUTE_REPEATS = 3
 """Interleaved (brute force, predict) pairs per d."""
 LADDER = {"permutation": (32, 64, 128), "kernel": (1024, 2048, 4096)}
 """Budgets whose standard error is measured beside the default's (the default rule's evidence)."""
-
-
-def timed(function, *args, **kwargs):  # type: ignore[no-untyped-def]
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = function(*args, **kwargs)
-    return time.perf_counter() - wall, time.process_time() - cpu, result
 
 
 def all_groups_seconds(explainer, design, rows: np.ndarray) -> tuple[float, float]:  # type: ignore[no-untyped-def]
