@@ -208,3 +208,30 @@ def test_per_coalition_chains_over_permutation_prefixes_equal_brute_force():
         if lost in set(bits.tolist()):
             other = int(np.flatnonzero(bits == lost)[0])
             assert (offsets[c] != offsets[other]).sum() * 2 >= offsets.shape[1]
+
+
+def test_grouped_tables_are_bounded_per_component_and_the_column_tables_kept():
+    """Feature groupings come and go with the user's --group choices: a few are kept per
+    component (the oldest dropped), the columns' own tables always, and a grouping asked for
+    again after it was dropped is rebuilt to the same values."""
+    from core.games.masking import GROUPED_TABLES_KEPT
+
+    table, y = mixed_table(300, 4, seed=3)
+    system = fit_system(table, y, family="normalized", model="gbm", seed=0)
+    background = draw_background(system.training_rows, 40, seed=0)
+    evaluator = MaskedEvaluator(system.components, background)
+    columns = evaluator.tables("f")
+    n = evaluator.n_columns
+    groupings = [np.array([0] * (k + 2) + list(range(1, n - k - 1)), dtype=np.int64)
+                 for k in range(GROUPED_TABLES_KEPT + 1)]
+    first = evaluator.tables("f", groupings[0])
+    for grouping in groupings[1:]:
+        evaluator.tables("f", grouping)
+    assert evaluator.tables("f") is columns
+    assert len(evaluator._grouped_tables["f"]) == GROUPED_TABLES_KEPT
+    again = evaluator.tables("f", groupings[0])
+    assert again is not first  # dropped as the oldest, then rebuilt
+    rows = system.training_rows[:5]
+    keep = np.random.default_rng(1).random((6, int(groupings[0].max()) + 1)) < 0.5
+    np.testing.assert_allclose(again.values_by_row(rows, keep), first.values_by_row(rows, keep),
+                               rtol=0, atol=1e-12)

@@ -67,7 +67,10 @@ class MaskedEvaluator:
         self.model_rows = 0
         """Rows passed to the models so far (hybrid and plain): the cost, counted."""
         self._empty_cache: dict[str, float] = {}
-        self._tables: dict[tuple[str, bytes], TreeTables | None] = {}
+        # Per component: the tables with the columns as players, kept for good, and a few
+        # groupings of the columns (feature groups), the oldest dropped first.
+        self._tables: dict[str, TreeTables | None] = {}
+        self._grouped_tables: dict[str, BoundedCache[bytes, TreeTables | None]] = {}
         # A few designs are in use at once: their players, by the coalitions' identity.
         self._player_cache: BoundedCache[int, tuple[Coalitions, bytes, Coalitions]] = \
             BoundedCache(PLAYER_CACHE_ENTRIES)
@@ -83,21 +86,24 @@ class MaskedEvaluator:
             return None
         players = (np.arange(self.n_columns, dtype=np.int64) if player_of_column is None
                    else player_of_column)
-        key = (name, _grouping_key(players))
-        if key not in self._tables:
-            ensemble = leaf_ensemble(self.components[name].predictor)
-            try:
-                tables = None if ensemble is None else TreeTables(
-                    ensemble, self.background, int(players.max(initial=-1)) + 1, players)
-            except ValueError:
-                tables = None  # too deep to tabulate: brute force instead
-            if tables is None and self.path == "tables":
-                raise CpdecompError(f"component {name!r} is not a tree ensemble tables support")
-            grouped = [k for k in self._tables if k[0] == name and k[1]]
-            if key[1] and len(grouped) >= GROUPED_TABLES_KEPT:
-                self._tables.pop(grouped[0])
-            self._tables[key] = tables
-        return self._tables[key]
+        key = _grouping_key(players)
+        if not key:
+            if name not in self._tables:
+                self._tables[name] = self._build_tables(name, players)
+            return self._tables[name]
+        kept = self._grouped_tables.setdefault(name, BoundedCache(GROUPED_TABLES_KEPT))
+        return kept.get_or_compute(key, lambda: self._build_tables(name, players))
+
+    def _build_tables(self, name: str, players: np.ndarray) -> TreeTables | None:
+        ensemble = leaf_ensemble(self.components[name].predictor)
+        try:
+            tables = None if ensemble is None else TreeTables(
+                ensemble, self.background, int(players.max(initial=-1)) + 1, players)
+        except ValueError:
+            tables = None  # too deep to tabulate: brute force instead
+        if tables is None and self.path == "tables":
+            raise CpdecompError(f"component {name!r} is not a tree ensemble tables support")
+        return tables
 
     def path_of(self, name: str) -> str:
         """Which evaluator serves a component: 'additive', 'tables' or 'brute'."""
