@@ -20,10 +20,10 @@ from core import (
     prepare_study,
 )
 from core.attribution import METHOD_BUDGETS, METHODS, NOT_DECOMPOSABLE, build_design
-from core.attribution.base import TermDesign
 from core.attribution.kernel import minimum_kernel_budget
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
 from core.attribution.shap_permutation import replayed_permutations, run_shap_permutation
+from core.attribution.terms import TermDesign
 from core.errors import CpdecompError
 from core.games import instance_values
 from experiments.convergence import error_by_budget, exact_values, on_lattice

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.attribution.banzhaf import DEFAULT_BANZHAF_SAMPLES, banzhaf_design, sampled_banzhaf_design
-from core.attribution.base import Design, MatrixDesign, TermDesign
+from core.attribution.base import Design, MatrixDesign
 from core.attribution.exact import MAX_EXACT_PLAYERS, exact_shapley_design
 from core.attribution.groups import GroupedDesign, grouped_design
 from core.attribution.kernel import (
@@ -22,6 +22,7 @@ from core.attribution.permutation import DEFAULT_PERMUTATIONS, permutation_desig
 from core.attribution.refused import NOT_DECOMPOSABLE
 from core.attribution.shap_kernel import shap_kernel_design
 from core.attribution.shap_permutation import shap_permutation_design
+from core.attribution.terms import TermDesign
 from core.errors import CpdecompError
 
 DesignBuilder = Callable[..., Design]

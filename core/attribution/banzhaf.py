@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.attribution.base import TermDesign, design_from_terms
 from core.attribution.exact import MAX_EXACT_PLAYERS
+from core.attribution.terms import TermDesign, design_from_terms
 from core.coalitions import coalitions_from_bits
 from core.errors import CpdecompError
 

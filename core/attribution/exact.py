@@ -6,7 +6,8 @@ from math import factorial
 
 import numpy as np
 
-from core.attribution.base import Design, design_from_terms
+from core.attribution.base import Design
+from core.attribution.terms import design_from_terms
 from core.coalitions import coalitions_from_bits
 from core.errors import CpdecompError
 

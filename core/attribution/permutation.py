@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.attribution.base import TermDesign, design_from_terms
+from core.attribution.terms import TermDesign, design_from_terms
 from core.errors import CpdecompError
 
 DEFAULT_PERMUTATIONS = 64

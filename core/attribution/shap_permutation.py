@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from core.attribution.base import TermDesign
 from core.attribution.permutation import DEFAULT_PERMUTATIONS, design_from_orders
 from core.attribution.shap_backend import global_numpy_seed, mask_instance
+from core.attribution.terms import TermDesign
 from core.errors import CpdecompError
 from core.optional import require
 
