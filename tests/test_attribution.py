@@ -138,7 +138,26 @@ def test_exact_matches_shap_kernel_explainer_on_the_stacked_two_game(real_games)
 
 def test_registries_list_the_same_methods_in_menu_order():
     assert list(METHOD_LABELS) == list(METHODS) == list(METHOD_BUDGETS)
+    assert all(name == method.name for name, method in METHODS.items())
     assert not set(NOT_DECOMPOSABLE) & set(METHODS)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_the_registry_says_what_each_builder_does(method):
+    """Capabilities are stated once in the registry: they must be what the builders do."""
+    entry = METHODS[method]
+    for d in (4, 20 if entry.max_players is None else entry.max_players):
+        design = build_design(method, d, seed=0)
+        assert design.efficient == entry.efficient
+        if entry.efficient:
+            v = np.random.default_rng(d).normal(size=design.n_evaluations)
+            np.testing.assert_allclose(design.apply(v).sum(),
+                                       v[design.full_index] - v[design.empty_index], atol=1e-9)
+    if entry.max_players is None:
+        assert build_design(method, 70, seed=0).n_players == 70
+    else:
+        with pytest.raises(CpdecompError):
+            build_design(method, entry.max_players + 1, seed=0)
 
 
 @pytest.mark.parametrize("method", list(METHODS))

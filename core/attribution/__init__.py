@@ -28,29 +28,6 @@ from core.errors import CpdecompError
 DesignBuilder = Callable[..., Design]
 """builder(n_players, budget=None, seed=0) -> Design."""
 
-METHODS: dict[str, DesignBuilder] = {
-    "exact": exact_shapley_design,
-    "permutation": permutation_design,
-    "kernel": kernel_shap_design,
-    "shap-kernel": shap_kernel_design,
-    "shap-permutation": shap_permutation_design,
-    "banzhaf": banzhaf_design,
-    "banzhaf-sampled": sampled_banzhaf_design,
-    "leave-one-out": leave_one_out_design,
-}
-
-METHOD_LABELS = {
-    "exact": "Exact Shapley (all coalitions)",
-    "permutation": "Permutation sampling (antithetic)",
-    "kernel": "KernelSHAP (paired sampling, exact at 2^d)",
-    "shap-kernel": "shap KernelExplainer (l1_reg=False)",
-    "shap-permutation": "shap PermutationExplainer",
-    "banzhaf": "Banzhaf (exact; not efficient)",
-    "banzhaf-sampled": "Banzhaf, sampled (not efficient)",
-    "leave-one-out": "Leave-one-out / occlusion (not efficient)",
-}
-
-
 TARGET_RELATIVE_SE = 0.005
 """What the default budgets are chosen to reach: a median standard error of φ_C at most this
 share of |v_C(N) − v_C(∅)| (the calibration gap the attributions split), at every d from 12
@@ -81,20 +58,50 @@ PERMUTATION_RULE = ("the same at every d: each player gets that many marginal co
 KERNEL_RULE = ("the same at every d: the regression's standard error grows slowly with d and "
                "stays under the target to d = 100")
 
-METHOD_BUDGETS: dict[str, Budget | None] = {
-    "exact": None,
-    "permutation": Budget("permutations", DEFAULT_PERMUTATIONS, _at_least_two, PERMUTATION_RULE),
-    "kernel": Budget("coalitions", DEFAULT_KERNEL_BUDGET, minimum_kernel_budget, KERNEL_RULE),
-    "shap-kernel": Budget("coalitions", DEFAULT_KERNEL_BUDGET, minimum_kernel_budget,
-                          KERNEL_RULE),
-    "shap-permutation": Budget("permutations", DEFAULT_PERMUTATIONS, _at_least_two,
-                               PERMUTATION_RULE),
-    "banzhaf": None,
-    "banzhaf-sampled": Budget("sampled coalitions", DEFAULT_BANZHAF_SAMPLES, _at_least_two),
-    "leave-one-out": None,
-}
-"""None: the method takes no budget (it ignores one); minimum(d) is the smallest it accepts.
-The defaults of the Shapley estimators are chosen by TARGET_RELATIVE_SE (see `rule`)."""
+@dataclass(frozen=True)
+class Method:
+    """One attribution method: how the engine builds it and what it offers."""
+
+    name: str
+    label: str
+    """Shown in the dashboard's method menu."""
+    build: DesignBuilder
+    budget: Budget | None
+    """None: the method takes no budget (it ignores one)."""
+    efficient: bool
+    """Σφ = v(N) − v(∅) for every game (Shapley estimators; not Banzhaf or leave-one-out)."""
+    max_players: int | None = None
+    """Players past which the builder refuses (it enumerates all 2^d coalitions); None: any."""
+
+
+_PERMUTATIONS = Budget("permutations", DEFAULT_PERMUTATIONS, _at_least_two, PERMUTATION_RULE)
+_KERNEL = Budget("coalitions", DEFAULT_KERNEL_BUDGET, minimum_kernel_budget, KERNEL_RULE)
+
+METHODS: dict[str, Method] = {method.name: method for method in (
+    Method("exact", "Exact Shapley (all coalitions)", exact_shapley_design, None, True,
+           MAX_EXACT_PLAYERS),
+    Method("permutation", "Permutation sampling (antithetic)", permutation_design, _PERMUTATIONS,
+           True),
+    Method("kernel", "KernelSHAP (paired sampling, exact at 2^d)", kernel_shap_design, _KERNEL,
+           True),
+    Method("shap-kernel", "shap KernelExplainer (l1_reg=False)", shap_kernel_design, _KERNEL,
+           True),
+    Method("shap-permutation", "shap PermutationExplainer", shap_permutation_design,
+           _PERMUTATIONS, True),
+    Method("banzhaf", "Banzhaf (exact; not efficient)", banzhaf_design, None, False,
+           MAX_EXACT_PLAYERS),
+    Method("banzhaf-sampled", "Banzhaf, sampled (not efficient)", sampled_banzhaf_design,
+           Budget("sampled coalitions", DEFAULT_BANZHAF_SAMPLES, _at_least_two), False),
+    Method("leave-one-out", "Leave-one-out / occlusion (not efficient)", leave_one_out_design,
+           None, False),
+)}
+"""The one registry of methods, in menu order. The defaults of the Shapley estimators' budgets
+are chosen by TARGET_RELATIVE_SE (see Budget.rule)."""
+
+METHOD_LABELS: dict[str, str] = {name: method.label for name, method in METHODS.items()}
+"""Views of METHODS for menus and messages."""
+METHOD_BUDGETS: dict[str, Budget | None] = {name: m.budget for name, m in METHODS.items()}
+"""minimum(d) is the smallest budget a method accepts for d players."""
 
 
 def build_design(method: str, n_players: int, budget: int | None = None, seed: int = 0,
@@ -106,7 +113,7 @@ def build_design(method: str, n_players: int, budget: int | None = None, seed: i
             f"choose one of {', '.join(METHODS)}"
         )
     try:
-        builder = METHODS[method]
+        builder = METHODS[method].build
     except KeyError:
         raise CpdecompError(
             f"unknown attribution method {method!r}; choose one of {', '.join(METHODS)}"
@@ -128,6 +135,7 @@ __all__ = [
     "Design",
     "GroupedDesign",
     "MatrixDesign",
+    "Method",
     "TermDesign",
     "build_design",
     "exact_shapley_design",
