@@ -204,7 +204,10 @@ def case_reading(width: Shown, position: int, unit: str = "") -> str:
                            float(width.width[position]), width.base_width, unit=unit,
                            has_instance_part=width.has_instance_part,
                            calibration_unsettled=None if width.calibration_unsettled is None
-                           else width.calibration_unsettled[position])
+                           else width.calibration_unsettled[position],
+                           instance_unsettled=None if width.instance_unsettled is None
+                           else width.instance_unsettled[position],
+                           reference_sample=width.background_low is not None)
 
 
 def background_note(shown: Shown) -> str:

@@ -396,30 +396,41 @@ def outcome_histogram(values: np.ndarray, *, target: str, height: int = 260) -> 
 def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, *,
                 view: str, units: str, title: str,
                 span: tuple[np.ndarray, np.ndarray] | None = None,
-                scale: float | None = None) -> go.Figure:
+                scale: float | None = None,
+                band: tuple[np.ndarray, np.ndarray] | None = None) -> go.Figure:
     """One attribution vector as labelled horizontal bars in the view's colour, its numbers
     rounded at `scale` (default: the longest bar).
 
     `title` is the dashboard's own text (it may use plotly markup); names go in as labels.
     `span`: (low, high) per feature, drawn as whiskers; a bar whose span holds 0 is pale and
-    its feature marked ? (the calibration-driven part's bootstrap interval)."""
+    its feature marked ? (the calibration-driven part's bootstrap interval).
+    `band`: (low, high) per feature over redrawn backgrounds, drawn as the green band
+    (BACKGROUND_LEGEND); a bar whose band holds 0 is pale and marked ? too."""
     values = np.asarray(values, dtype=float)
     unsettled = np.zeros(len(features), bool)
     whiskers = None
+    if band is not None:
+        band = (np.asarray(band[0], dtype=float), np.asarray(band[1], dtype=float))
+        unsettled = (band[0] <= 0) & (band[1] >= 0)
     if span is not None:
         low, high = (np.asarray(v, dtype=float) for v in span)
-        unsettled = (low <= 0) & (high >= 0)
+        unsettled = unsettled | ((low <= 0) & (high >= 0))
         whiskers = {"type": "data", "symmetric": False,
                     "array": np.maximum(high - values, 0)[order],
                     "arrayminus": np.maximum(values - low, 0)[order], "visible": True,
                     "color": "#111111", "thickness": 1.2, "width": 4}
     labels = tick_labels([feature_label(features[j], False, bool(unsettled[j])) for j in order])
     shown = values if span is None else np.concatenate([values, low, high])
+    if band is not None:
+        shown = np.concatenate([shown, *band])
     scale = float(np.max(np.abs(shown), initial=0.0)) if scale is None else scale
     hover = [f"{labels[k]}: {people_number(values[j], scale, signed=True)}"
              + ("" if span is None else
                 f" (likely range {people_number(low[j], scale, signed=True)} to "
                 f"{people_number(high[j], scale, signed=True)})")
+             + ("" if band is None else
+                f"<br>reference-sample error: "
+                f"±{people_number((band[1][j] - band[0][j]) / 2, scale)}")
              for k, j in enumerate(order)]
     trace = dict(
         type="bar", x=values[order], y=labels,
@@ -428,16 +439,23 @@ def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, 
                 "opacity": [UNSETTLED_OPACITY if unsettled[j] else 1.0 for j in order],
                 "line": {"color": "#111111", "width": 0.5}},
         # Beside a whisker the number would sit on it; the hover gives it.
-        text=None if span is not None else
+        text=None if span is not None or band is not None else
         [people_number(v, scale, signed=True) for v in values[order]],
-        textposition="outside", cliponaxis=False,
+        textposition="outside", cliponaxis=False, showlegend=False,
         customdata=hover, hovertemplate="%{customdata}<extra></extra>",
     )
+    traces = [trace] if band is None else [trace, _background_band(values, band, order,
+                                                                   labels, "", first=True)]
     limit = _padded_limit(shown)
-    layout = _layout(140 + ROW_HEIGHT * len(features), title, left=label_margin(labels))
+    layout = _layout(140 + ROW_HEIGHT * len(features), title, left=label_margin(labels),
+                     showlegend=band is not None,
+                     legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "bottom",
+                             "xanchor": "left", "yref": "container"})
+    if band is not None:
+        layout["margin"]["b"] = 90
     layout["xaxis"].update(range=[-limit, limit], zeroline=True, zerolinewidth=1.5,
                            title={"text": units})
-    return _figure([trace], layout)
+    return _figure(traces, layout)
 
 
 def instance_distribution(features: Sequence[str], instance: np.ndarray, order: np.ndarray, *,

@@ -87,13 +87,21 @@ with left:
     # of rescaled intervals would be no interval).
     span = (e.calibration_low[0], e.calibration_high[0]) if (
         one_vector and e.calibration_low is not None and e.calibration_high is not None) else None
+    band = (e.background_low[0], e.background_high[0]) if (
+        one_vector and e.background_low is not None and e.background_high is not None) else None
     widgets.chart(charts.vector_bars(e.features, vector, order, view="calibration", units=units,
                                      title=f"{title}<br><sup>{label}</sup>", span=span,
-                                     scale=part_scale))
-    if span is not None:
-        unsettled = (span[0] <= 0) & (span[1] >= 0)
-        st.caption(f"Whiskers: how much each part could change with another calibration set of "
-                   f"the same size. {charts.UNSETTLED_MARK} and a pale bar: the whisker crosses "
+                                     scale=part_scale, band=band))
+    if span is not None and e.calibration_unsettled is not None:
+        unsettled = e.calibration_unsettled[0]
+        crosses = "the whisker or the green band crosses" if band is not None else (
+            "the whisker crosses")
+        st.caption("Whiskers: how much each part could change with another calibration set of "
+                   "the same size."
+                   + (" Green band: how much it could move with another reference sample "
+                      "(the training rows a left-out feature is averaged over)."
+                      if band is not None else "")
+                   + f" {charts.UNSETTLED_MARK} and a pale bar: {crosses} "
                    "zero, so whether the calibration set makes that feature widen or narrow "
                    f"intervals is not settled ({int(unsettled.sum())} of {len(unsettled)} "
                    "features).")
