@@ -142,9 +142,12 @@ def patient_panel() -> None:
            for name, short in (("calibration-driven", "calibration"),
                                ("instance-driven", "instance")) for end in ("low", "high")},
         "calibration-driven direction": st.column_config.TextColumn(
-            "direction", help="Whether the calibration set (and the reference sample) settle "
-                              "if the feature widens or narrows the interval through the "
-                              "calibration set (not settled: a range holds 0)."),
+            "direction", help="Whether the calibration set settles if the feature widens or "
+                              "narrows the interval (not settled: its range holds 0)."
+            if e.background_low is None else
+            "Whether the calibration set and the reference sample settle if the feature "
+            "widens or narrows the interval through the calibration set (not settled: "
+            "a range holds 0)."),
         "instance-driven direction": st.column_config.TextColumn(
             "instance direction", help="Whether the reference sample settles if the "
                                        "feature's instance-driven part widens or narrows the "
@@ -166,12 +169,15 @@ def calibration_range_caption(position: int) -> str:
             if e.calibration_low is not None else "")
     if e.background_low is not None:
         text += " " + cases.background_note(e)
-    if count:
-        crosses = ("the whisker or the green band crosses" if e.background_low is not None
-                   else "the whisker crosses")
-        text += (f" {charts.UNSETTLED_MARK} and a pale bar: {crosses} zero, so whether "
-                 "that feature's calibration-driven part widens or narrows the interval is not "
+    if count and e.background_low is None:
+        text += (f" {charts.UNSETTLED_MARK} and a pale bar: the whisker crosses zero, so whether "
+                 "the calibration set makes that feature widen or narrow the interval is not "
                  f"settled ({count} of {len(unsettled)} features here).")
+    elif count:
+        text += (f" {charts.UNSETTLED_MARK} and a pale bar: the whisker or the green band "
+                 "crosses zero, so whether that feature widens or narrows the interval through "
+                 "the calibration set is not settled "
+                 f"({count} of {len(unsettled)} features here).")
     return text.strip()
 
 

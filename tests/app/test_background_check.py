@@ -159,3 +159,50 @@ def _options():
 
     return StudyOptions(target="progression", id_column="patient_id", model="linear",
                         background=16)
+
+
+def test_the_cohort_vector_and_the_case_summary_carry_the_reference_sample_error() -> None:
+    from app import cases
+    from app.state import Results
+
+    at = run_linear(new_app(), background_check=True, background_redraws=REDRAWS)
+    config = at.session_state["last_run"]
+    at.switch_page("views/cohort.py").run()
+    at.radio(key="units").set_value("log").run()  # the single calibration-driven vector
+    assert errors(at) == []
+    vector = pio.from_json(at.get("plotly_chart")[1].proto.spec)
+    dataset = sources.load_sample("diabetes")
+    study = prepare_study(dataset.patients, config.options, train=dataset.train,
+                          calibration=dataset.calibration)
+    report = study.explain(method=config.method, alpha=config.alpha, units="log",
+                           calibration_bootstrap=runs.CALIBRATION_BOOTSTRAP,
+                           background_bootstrap=REDRAWS)
+    d = report.explanation.decomposition
+    order = charts.feature_order(np.abs(d.total).mean(axis=0))
+    (band,) = [t for t in vector.data if t.legendgroup == "background"]
+    x = figure_numbers(band.x)
+    np.testing.assert_allclose(x, d.calibration[0][order], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(x - figure_numbers(band.error_x.arrayminus),
+                               d.background_low[0][order], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(x + figure_numbers(band.error_x.array),
+                               d.background_high[0][order], rtol=0, atol=1e-12)
+    assert any("Green band" in c.value for c in at.caption)
+
+    # The HTML case summary: the note and the ranges' ends in its table.
+    results = Results(config, study, study.explain(
+        method=config.method, alpha=config.alpha, units="width",
+        calibration_bootstrap=runs.CALIBRATION_BOOTSTRAP, background_bootstrap=REDRAWS),
+        "width")
+    html = cases.case_html(results.shown, 0, {"units": results.shown.units_label}, [])
+    assert "Green band on the calibration-driven and instance-driven bars" in html
+    assert "instance-driven, reference-sample low" in html
+    assert "calibration-driven, reference-sample high" in html
+
+
+def test_what_if_keeps_the_reference_sample_error() -> None:
+    at = run_linear(new_app(), background_check=True, background_redraws=REDRAWS)
+    at.switch_page("views/patient.py").run()
+    at.toggle(key="whatif_on").set_value(True).run()
+    assert errors(at) == []
+    edited = pio.from_json(at.get("plotly_chart")[-1].proto.spec)
+    assert [t.legendgroup for t in edited.data if t.legendgroup] == ["background"] * 2

@@ -69,7 +69,7 @@ def checks(page, url: str) -> None:
     for width, height in VIEWPORTS:
         page.set_viewport_size({"width": width, "height": height})
         page.wait_for_timeout(500)
-        page.locator(".st-key-background_check").scroll_into_view_if_needed()
+        page.get_by_text(re.compile(rf"^{REDRAWS} redraws: about")).scroll_into_view_if_needed()
         page.screenshot(path=str(SCREENSHOTS / f"setup-background-check-{width}x{height}.png"))
     page.set_viewport_size({"width": 1440, "height": 900})
     settle(page)
