@@ -124,8 +124,10 @@ st.caption("Calibration vs instance: the two parts pull in opposite directions. 
            "instance: the usual (total) attribution shows the patient's own effect with the "
            f"wrong sign. Parts smaller than {summaries.SIGN_CUT:.0%} of the patient's largest "
            "attribution are too small to matter and are not counted"
-           + (", nor are calibration-driven parts whose direction is not settled (marked ?)."
-              if e.calibration_unsettled is not None else "."))
+           + (", nor are calibration-driven parts whose direction is not settled (marked ?)"
+              if e.calibration_unsettled is not None else "")
+           + (", nor instance-driven parts whose reference-sample range holds 0."
+              if e.instance_unsettled is not None else "."))
 st.dataframe(
     disagreement.assign(
         calibration_vs_instance=lambda f: (100 * f["calibration_vs_instance"]).round(1),

@@ -206,3 +206,27 @@ def test_what_if_keeps_the_reference_sample_error() -> None:
     assert errors(at) == []
     edited = pio.from_json(at.get("plotly_chart")[-1].proto.spec)
     assert [t.legendgroup for t in edited.data if t.legendgroup] == ["background"] * 2
+
+
+def test_an_unsettled_instance_driven_part_is_not_counted_as_opposing() -> None:
+    from dashboard_helpers import SAMPLE
+
+    from core import load_table
+
+    study = prepare_study(load_table(SAMPLE), _options())
+    report = study.explain(method="exact", alpha=0.1)
+    d = report.explanation.decomposition
+    plain = summaries.sign_disagreement(report)
+    opposed = int(np.argmax(plain["calibration_vs_instance"].to_numpy()))
+    assert plain["calibration_vs_instance"].iloc[opposed] > 0
+    low, high = d.instance.copy(), d.instance.copy()
+    low[:, opposed], high[:, opposed] = -1.0, 1.0  # φ_I's band holds 0 for everyone
+    banded = replace(report, explanation=replace(report.explanation, decomposition=replace(
+        d, instance_background_low=low, instance_background_high=high)))
+    counted = summaries.sign_disagreement(banded)
+    expected = plain["calibration_vs_instance"].to_numpy().copy()
+    expected[opposed] = 0.0
+    np.testing.assert_allclose(counted["calibration_vs_instance"], expected, atol=0)
+    assert counted["total_vs_instance"].iloc[opposed] == 0.0
+    shown = shown_report(banded, "k", "progression")
+    assert not shown.disagree[:, opposed].any()
