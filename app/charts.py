@@ -447,12 +447,15 @@ def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, 
     traces = [trace] if band is None else [trace, _background_band(values, band, order,
                                                                    labels, "", first=True)]
     limit = _padded_limit(shown)
-    layout = _layout(140 + ROW_HEIGHT * len(features), title, left=label_margin(labels),
-                     showlegend=band is not None,
+    # Taller by what the extra title lines and the legend take, so the bars keep their rows.
+    extra = 20 * max(title.count("<br>") - 1, 0) + (40 if band is not None else 0)
+    layout = _layout(140 + ROW_HEIGHT * len(features) + extra, title,
+                     left=label_margin(labels), showlegend=band is not None,
                      legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "bottom",
                              "xanchor": "left", "yref": "container"})
     if band is not None:
         layout["margin"]["b"] = 90
+    layout["margin"]["t"] = 50 + 20 * max(title.count("<br>"), 1)  # room for each title line
     layout["xaxis"].update(range=[-limit, limit], zeroline=True, zerolinewidth=1.5,
                            title={"text": units})
     return _figure(traces, layout)

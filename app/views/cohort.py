@@ -81,17 +81,18 @@ label = (f"α = {e.alpha:g} · calibration n = {e.n_calibration} · background "
          f"{e.background_size}")
 left, right = st.columns(2)
 with left:
-    title = ("Calibration-driven (one vector for the cohort)" if one_vector
-             else "Calibration-driven (cohort mean)")
+    # The part's name alone on the title line: with its qualifier it was cut at 1280 px.
+    title = "Calibration-driven"
+    qualifier = "one vector for the cohort" if one_vector else "cohort mean"
     # The bootstrap interval is one per feature only where the vector is (a mean over patients
     # of rescaled intervals would be no interval).
     span = (e.calibration_low[0], e.calibration_high[0]) if (
         one_vector and e.calibration_low is not None and e.calibration_high is not None) else None
     band = (e.background_low[0], e.background_high[0]) if (
         one_vector and e.background_low is not None and e.background_high is not None) else None
+    heading = f"{title}<br><sup>{qualifier}</sup><br><sup>{label}</sup>"
     widgets.chart(charts.vector_bars(e.features, vector, order, view="calibration", units=units,
-                                     title=f"{title}<br><sup>{label}</sup>", span=span,
-                                     scale=part_scale, band=band))
+                                     title=heading, span=span, scale=part_scale, band=band))
     if span is not None and e.calibration_unsettled is not None:
         unsettled = e.calibration_unsettled[0]
         crosses = "the whisker or the green band crosses" if band is not None else (

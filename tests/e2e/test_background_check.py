@@ -1,6 +1,7 @@
 """The Setup page's reference-sample check in a real browser: turned on before Run, the Patient
 page's bars show the green band's legend entry and the hover says the reference sample's error
-in words; screenshots at 1280x720 and 1440x900.
+in words, and the Cohort's calibration-driven vector carries the band; screenshots at 1280x720
+and 1440x900.
 
 Drives Debian's chromium through Playwright (never `playwright install`). Screenshots go to
 $CPDECOMP_SCREENSHOT_DIR (default out/e2e/), outside git.
@@ -104,6 +105,8 @@ def checks(page, url: str) -> None:
         assert box["x"] >= plot["x"] and box["x"] + box["width"] <= plot["x"] + plot["width"]
         page.screenshot(
             path=str(SCREENSHOTS / f"patient-background-legend-{width}x{height}.png"))
+    page.set_viewport_size({"width": 1440, "height": 900})
+    cohort_checks(page)
 
 
 def hover_widest_bar(page, bars) -> str:
@@ -115,3 +118,22 @@ def hover_widest_bar(page, bars) -> str:
     hover = bars.locator("g.hoverlayer g.hovertext")
     hover.first.wait_for(state="visible", timeout=STEP_TIMEOUT)
     return hover.first.text_content() or ""
+
+
+def cohort_checks(page) -> None:
+    """The Cohort's single calibration-driven vector (log units) carries the band too."""
+    from playwright.sync_api import expect
+
+    open_page(page, "Cohort")
+    page.get_by_test_id("stSidebar").get_by_text("log units").click()
+    settle(page)
+    vector = page.locator(".js-plotly-plot").nth(1)
+    expect(vector.locator("g.legend text").filter(
+        has_text="Green band: reference-sample error")).to_be_visible(timeout=STEP_TIMEOUT)
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(900)
+        vector.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(SCREENSHOTS / f"cohort-background-check-{width}x{height}.png"))
+    page.set_viewport_size({"width": 1440, "height": 900})
