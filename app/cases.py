@@ -55,15 +55,36 @@ def kept(kind: str, shown: Shown, position: int, build: Callable[[], T]) -> T:
 def decomposition_disagreements(d: Decomposition, position: int) -> np.ndarray:
     """`Shown.disagree` for one row of a decomposition (an edited patient's)."""
     row = slice(position, position + 1)
-    unsettled = d.calibration_sign_uncertain
+    unsettled, instance_unsettled = (summaries.calibration_unsettled(d),
+                                     summaries.instance_unsettled(d))
     return disagreement_flags(d.calibration[row], d.instance[row], d.total[row],
-                              None if unsettled is None else unsettled[row])[0]
+                              None if unsettled is None else unsettled[row],
+                              None if instance_unsettled is None else instance_unsettled[row])[0]
 
 
 def calibration_range(shown: Shown, position: int) -> tuple[np.ndarray, np.ndarray] | None:
     if shown.calibration_low is None or shown.calibration_high is None:
         return None
     return shown.calibration_low[position], shown.calibration_high[position]
+
+
+Range = tuple[np.ndarray, np.ndarray]
+
+
+def background_ranges(low: np.ndarray | None, high: np.ndarray | None,
+                      instance_low: np.ndarray | None, instance_high: np.ndarray | None,
+                      position: int) -> tuple[Range, Range] | None:
+    """One patient's ranges over redrawn backgrounds, (calibration-driven, instance-driven),
+    as the bars take them; None when the run redrew no background."""
+    if low is None or high is None or instance_low is None or instance_high is None:
+        return None
+    return (low[position], high[position]), (instance_low[position], instance_high[position])
+
+
+def shown_background_ranges(shown: Shown, position: int) -> tuple[Range, Range] | None:
+    return background_ranges(shown.background_low, shown.background_high,
+                             shown.instance_background_low, shown.instance_background_high,
+                             position)
 
 
 def display_value(value: object) -> str:
@@ -86,6 +107,7 @@ def _patient_table(shown: Shown, position: int) -> pd.DataFrame:
     flags = shown.disagree[position]
     order = charts.feature_order(shown.total[position])  # the charts' order
     span = calibration_range(shown, position)
+    redrawn = shown_background_ranges(shown, position)
     unsettled = shown.calibration_unsettled
     errors = (shown.calibration_se, shown.instance_se, shown.total_se)
     return pd.DataFrame({
@@ -100,10 +122,19 @@ def _patient_table(shown: Shown, position: int) -> pd.DataFrame:
             for se, name in zip(errors, ("calibration-driven", "instance-driven", "total"),
                                 strict=True) if se is not None}
            if shown.sampled else {}),
-        **({"calibration-driven, low end": span[0], "calibration-driven, high end": span[1],
-            "calibration-driven direction": ["not settled" if u else "settled"
+        **({"calibration-driven, low end": span[0], "calibration-driven, high end": span[1]}
+           if span is not None else {}),
+        **({"calibration-driven, reference-sample low": redrawn[0][0],
+            "calibration-driven, reference-sample high": redrawn[0][1],
+            "instance-driven, reference-sample low": redrawn[1][0],
+            "instance-driven, reference-sample high": redrawn[1][1]}
+           if redrawn is not None else {}),
+        **({"calibration-driven direction": ["not settled" if u else "settled"
                                              for u in unsettled[position]]}
-           if span is not None and unsettled is not None else {}),
+           if unsettled is not None else {}),
+        **({"instance-driven direction": ["not settled" if u else "settled"
+                                          for u in shown.instance_unsettled[position]]}
+           if shown.instance_unsettled is not None else {}),
         "signs differ": ["yes" if f else "" for f in flags],
     }).iloc[order].reset_index(drop=True)
 
@@ -128,7 +159,8 @@ def bars_figure(shown: Shown, position: int) -> go.Figure:
         shown.total[position], units=shown.units_label, disagree=shown.disagree[position],
         errors=part_errors(shown, position),
         values=feature_texts(shown, position), calibration_range=calibration_range(
-            shown, position), scale=shown.number_scale))
+            shown, position), scale=shown.number_scale,
+        background_ranges=shown_background_ranges(shown, position)))
 
 
 def decomposition_bars(d: Decomposition, position: int, units: str,
@@ -142,6 +174,9 @@ def decomposition_bars(d: Decomposition, position: int, units: str,
         values=values, calibration_range=None if (
             d.calibration_low is None or d.calibration_high is None)
         else (d.calibration_low[position], d.calibration_high[position]), scale=scale,
+        background_ranges=background_ranges(d.background_low, d.background_high,
+                                            d.instance_background_low,
+                                            d.instance_background_high, position),
     )
 
 
@@ -169,7 +204,20 @@ def case_reading(width: Shown, position: int, unit: str = "") -> str:
                            float(width.width[position]), width.base_width, unit=unit,
                            has_instance_part=width.has_instance_part,
                            calibration_unsettled=None if width.calibration_unsettled is None
-                           else width.calibration_unsettled[position])
+                           else width.calibration_unsettled[position],
+                           instance_unsettled=None if width.instance_unsettled is None
+                           else width.instance_unsettled[position],
+                           reference_sample=width.background_low is not None)
+
+
+def background_note(shown: Shown) -> str:
+    """What the green band says, in plain words (the Patient page and the HTML summary)."""
+    level = shown.background_level or 0.9
+    return (f"Green band on the calibration-driven and instance-driven bars: how much each part "
+            f"could move with another reference sample (the training rows a left-out feature "
+            f"is averaged over), its {level:.0%} range over {shown.background_bootstrap} "
+            "reference samples drawn afresh. A pale bar whose band crosses zero has no settled "
+            f"direction either; such calibration-driven parts are marked {charts.UNSETTLED_MARK}.")
 
 
 def waterfall_figure(shown: Shown, position: int) -> go.Figure:
@@ -221,6 +269,8 @@ def case_html(shown: Shown, position: int, facts: Mapping[str, str],
             f"{shown.calibration_bootstrap} resampled calibration sets. Features marked "
             f"{charts.UNSETTLED_MARK} (pale bars) have an interval holding 0: whether the "
             "calibration set makes them widen or narrow the interval is not settled.")
+    if shown.background_low is not None:
+        notes.append(background_note(shown))
     return export.case_summary_html(
         title=f"cpdecomp case summary: patient {patient}", facts=case,
         figures=[bars_figure(shown, position), waterfall_figure(shown, position)],

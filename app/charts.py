@@ -39,6 +39,11 @@ COLOURS = {"calibration": "#0072B2", "instance": "#E69F00", "total": "#555555",
            "fixed": "#CC79A7"}
 """"fixed" is no part: the practitioners' comparator (the width's Shapley values at a fixed
 conformal quantile), in a colour of its own so it is never read as one of the three."""
+BACKGROUND_COLOUR = "#009E73"
+"""The reference sample's (background's) error: Okabe-Ito's bluish green, no part's colour
+and no direction; drawn as a translucent band with a tick at the part's value."""
+BACKGROUND_BAND = "rgba(0, 158, 115, 0.45)"
+BACKGROUND_LEGEND = "Green band: reference-sample error (90% range)"
 WIDENS, NARROWS = "#444444", "#C8C8C8"
 """Waterfall steps: shades of the total's grey, so no part's colour means a direction."""
 PART_WORDS = {"calibration": "calibration-driven part (set by the calibration set)",
@@ -140,18 +145,25 @@ def _direction(value: float) -> str:
 
 def _hover(feature: str, value_text: str | None, view: str, part: float,
            se: float | None, span: tuple[float, float] | None = None,
-           scale: float | None = None) -> str:
-    """Plain words for one bar: the feature's value, the part and its direction, the SE and
-    the calibration-driven part's likely range."""
+           scale: float | None = None,
+           background: tuple[float, float] | None = None) -> str:
+    """Plain words for one bar: the feature's value, the part and its direction, the SE, the
+    calibration-driven part's likely range and the reference sample's error (`background`:
+    the part's range over redrawn backgrounds)."""
     lines = [f"<b>{plotly_text(feature)}</b>"
              + (f" = {plotly_text(value_text)}" if value_text not in (None, "") else "")]
-    unsettled = span is not None and span[0] <= 0 <= span[1]
+    unsettled = any(r is not None and r[0] <= 0 <= r[1] for r in (span, background))
     direction = "direction not settled" if unsettled else _direction(part)
     lines.append(f"{PART_WORDS[view]}: {people_number(part, scale, signed=True)} ({direction})")
     if span is not None:
         lines.append("likely range with another calibration set: "
                      f"{people_number(span[0], scale, signed=True)} to "
                      f"{people_number(span[1], scale, signed=True)}")
+    if background is not None:
+        b_low, b_high = (people_number(b, scale, signed=True) for b in background)
+        half = people_number((background[1] - background[0]) / 2, scale)
+        lines.append(f"reference-sample error: ±{half} "
+                     f"(with another reference sample: {b_low} to {b_high})")
     if se is not None:
         lines.append(f"sampling error ± {people_number(abs(se), scale)} (one standard error)")
     return "<br>".join(lines)
@@ -175,7 +187,10 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
                       errors: Sequence[np.ndarray] | None = None,
                       values: Sequence[str] | None = None,
                       calibration_range: tuple[np.ndarray, np.ndarray] | None = None,
-                      scale: float | None = None) -> go.Figure:
+                      scale: float | None = None,
+                      background_ranges: tuple[tuple[np.ndarray, np.ndarray],
+                                               tuple[np.ndarray, np.ndarray]] | None = None
+                      ) -> go.Figure:
     """Three labelled panels sharing the feature axis and one value scale, features by |total|.
 
     `scale`: the width scale the numbers are rounded at (`people_number`); by default the
@@ -186,21 +201,34 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
     `values`: the patient's feature values as text, for the hover.
     `calibration_range`: (low, high) of each calibration-driven part over resampled calibration
     sets: drawn as whiskers; a part whose range holds 0 is pale and its feature marked ?.
+    `background_ranges`: ((low, high) of the calibration-driven part, (low, high) of the
+    instance-driven part) over redrawn backgrounds: drawn as a green band with a tick on the
+    two panels (legend: BACKGROUND_LEGEND); a part whose band holds 0 is pale too, and a
+    calibration-driven one marks its feature ?.
     """
     calibration, instance, total = (np.asarray(v, dtype=float) for v in
                                     (calibration, instance, total))
     disagree = np.zeros(len(features), bool) if disagree is None else np.asarray(disagree, bool)
     low = high = None
-    unsettled = np.zeros(len(features), bool)
+    holds_zero = {view: np.zeros(len(features), bool) for view in VIEWS}
     if calibration_range is not None:
         low, high = (np.asarray(v, dtype=float) for v in calibration_range)
-        unsettled = (low <= 0) & (high >= 0)
+        holds_zero["calibration"] = (low <= 0) & (high >= 0)
+    bands: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if background_ranges is not None:
+        for view, (b_low, b_high) in zip(("calibration", "instance"), background_ranges,
+                                         strict=True):
+            bands[view] = (np.asarray(b_low, dtype=float), np.asarray(b_high, dtype=float))
+            holds_zero[view] |= (bands[view][0] <= 0) & (bands[view][1] >= 0)
+    unsettled = holds_zero["calibration"]
     order = feature_order(total)
     labels = tick_labels([feature_label(features[j], bool(disagree[j]), bool(unsettled[j]))
                           for j in order])
     shown = [calibration, instance, total]
     if low is not None and high is not None:
         shown += [low, high]
+    for ends in bands.values():
+        shown += list(ends)
     limit = _padded_limit(np.concatenate(shown))
     if scale is None:
         scale = float(np.max(np.abs(np.concatenate(shown)), initial=0.0))
@@ -224,12 +252,14 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
                         "array": np.maximum(high - part, 0)[order],
                         "arrayminus": np.maximum(part - low, 0)[order], "visible": True,
                         "color": "#111111", "thickness": 1.2, "width": 4}
+        band = bands.get(view)
         hover = [_hover(features[j], None if values is None else values[j], view,
                         float(part[j]), None if se is None else float(se[j]),
                         (float(low[j]), float(high[j])) if ranged and low is not None
-                        and high is not None else None, scale) for j in order]
-        opacity = [UNSETTLED_OPACITY if view == "calibration" and unsettled[j] else 1.0
-                   for j in order]
+                        and high is not None else None, scale,
+                        None if band is None else (float(band[0][j]), float(band[1][j])))
+                 for j in order]
+        opacity = [UNSETTLED_OPACITY if holds_zero[view][j] else 1.0 for j in order]
         traces.append(dict(
             type="bar", x=part[order], y=labels, orientation="h", name=TITLES[view],
             error_x=whiskers, legendrank=column,
@@ -237,11 +267,14 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
             marker={"color": COLOURS[view], "opacity": opacity,
                     "line": {"color": "#111111", "width": outline}},
             # Beside a whisker the number would sit on it; the hover and the table give it.
-            text=None if se is not None or ranged else
+            text=None if se is not None or ranged or band is not None else
             [people_number(v, scale, signed=True) for v in part[order]],
             textposition="outside", cliponaxis=False, textfont={"size": 12},
             customdata=hover, hovertemplate="%{customdata}<extra></extra>",
         ))
+        if band is not None:
+            traces.append(_background_band(part, band, order, labels, suffix,
+                                           first=view == "calibration"))
         # One axis title under the middle panel: three would collide at 1280 px.
         axes[f"xaxis{suffix}"] = _axis(domain=domain, anchor="y", range=[-limit, limit],
                                        zeroline=True, zerolinewidth=1.5,
@@ -255,6 +288,26 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
                              "xanchor": "left", "yref": "container"})
     layout["margin"]["b"] = 90
     return _figure(traces, layout)
+
+
+def _background_band(part: np.ndarray, band: tuple[np.ndarray, np.ndarray],
+                     order: np.ndarray, labels: list[str], suffix: str, first: bool) -> dict:
+    """The reference sample's error on one panel: a translucent green band from the range's
+    low to its high end (no caps, so it never reads as the calibration set's black whisker),
+    with a green tick at the part's value; one legend entry for both panels. No hover of its
+    own: the bar beneath says it in words."""
+    b_low, b_high = band
+    return dict(
+        type="scatter", mode="markers", x=part[order], y=labels, xaxis=f"x{suffix}", yaxis="y",
+        name=BACKGROUND_LEGEND, legendgroup="background", showlegend=first, legendrank=4,
+        marker={"symbol": "line-ns", "size": 14, "color": BACKGROUND_COLOUR,
+                "line": {"color": BACKGROUND_COLOUR, "width": 3}},
+        error_x={"type": "data", "symmetric": False,
+                 "array": np.maximum(b_high - part, 0)[order],
+                 "arrayminus": np.maximum(part - b_low, 0)[order], "visible": True,
+                 "color": BACKGROUND_BAND, "thickness": 8, "width": 0},
+        hoverinfo="skip",
+    )
 
 
 def width_waterfall(features: Sequence[str], total: np.ndarray, start: float, end: float, *,
@@ -343,30 +396,41 @@ def outcome_histogram(values: np.ndarray, *, target: str, height: int = 260) -> 
 def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, *,
                 view: str, units: str, title: str,
                 span: tuple[np.ndarray, np.ndarray] | None = None,
-                scale: float | None = None) -> go.Figure:
+                scale: float | None = None,
+                band: tuple[np.ndarray, np.ndarray] | None = None) -> go.Figure:
     """One attribution vector as labelled horizontal bars in the view's colour, its numbers
     rounded at `scale` (default: the longest bar).
 
     `title` is the dashboard's own text (it may use plotly markup); names go in as labels.
     `span`: (low, high) per feature, drawn as whiskers; a bar whose span holds 0 is pale and
-    its feature marked ? (the calibration-driven part's bootstrap interval)."""
+    its feature marked ? (the calibration-driven part's bootstrap interval).
+    `band`: (low, high) per feature over redrawn backgrounds, drawn as the green band
+    (BACKGROUND_LEGEND); a bar whose band holds 0 is pale and marked ? too."""
     values = np.asarray(values, dtype=float)
     unsettled = np.zeros(len(features), bool)
     whiskers = None
+    if band is not None:
+        band = (np.asarray(band[0], dtype=float), np.asarray(band[1], dtype=float))
+        unsettled = (band[0] <= 0) & (band[1] >= 0)
     if span is not None:
         low, high = (np.asarray(v, dtype=float) for v in span)
-        unsettled = (low <= 0) & (high >= 0)
+        unsettled = unsettled | ((low <= 0) & (high >= 0))
         whiskers = {"type": "data", "symmetric": False,
                     "array": np.maximum(high - values, 0)[order],
                     "arrayminus": np.maximum(values - low, 0)[order], "visible": True,
                     "color": "#111111", "thickness": 1.2, "width": 4}
     labels = tick_labels([feature_label(features[j], False, bool(unsettled[j])) for j in order])
     shown = values if span is None else np.concatenate([values, low, high])
+    if band is not None:
+        shown = np.concatenate([shown, *band])
     scale = float(np.max(np.abs(shown), initial=0.0)) if scale is None else scale
     hover = [f"{labels[k]}: {people_number(values[j], scale, signed=True)}"
              + ("" if span is None else
                 f" (likely range {people_number(low[j], scale, signed=True)} to "
                 f"{people_number(high[j], scale, signed=True)})")
+             + ("" if band is None else
+                f"<br>reference-sample error: "
+                f"±{people_number((band[1][j] - band[0][j]) / 2, scale)}")
              for k, j in enumerate(order)]
     trace = dict(
         type="bar", x=values[order], y=labels,
@@ -375,16 +439,26 @@ def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, 
                 "opacity": [UNSETTLED_OPACITY if unsettled[j] else 1.0 for j in order],
                 "line": {"color": "#111111", "width": 0.5}},
         # Beside a whisker the number would sit on it; the hover gives it.
-        text=None if span is not None else
+        text=None if span is not None or band is not None else
         [people_number(v, scale, signed=True) for v in values[order]],
-        textposition="outside", cliponaxis=False,
+        textposition="outside", cliponaxis=False, showlegend=False,
         customdata=hover, hovertemplate="%{customdata}<extra></extra>",
     )
+    traces = [trace] if band is None else [trace, _background_band(values, band, order,
+                                                                   labels, "", first=True)]
     limit = _padded_limit(shown)
-    layout = _layout(140 + ROW_HEIGHT * len(features), title, left=label_margin(labels))
+    # Taller by what the extra title lines and the legend take, so the bars keep their rows.
+    extra = 20 * max(title.count("<br>") - 1, 0) + (40 if band is not None else 0)
+    layout = _layout(140 + ROW_HEIGHT * len(features) + extra, title,
+                     left=label_margin(labels), showlegend=band is not None,
+                     legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "bottom",
+                             "xanchor": "left", "yref": "container"})
+    if band is not None:
+        layout["margin"]["b"] = 90
+    layout["margin"]["t"] = 50 + 20 * max(title.count("<br>"), 1)  # room for each title line
     layout["xaxis"].update(range=[-limit, limit], zeroline=True, zerolinewidth=1.5,
                            title={"text": units})
-    return _figure([trace], layout)
+    return _figure(traces, layout)
 
 
 def instance_distribution(features: Sequence[str], instance: np.ndarray, order: np.ndarray, *,

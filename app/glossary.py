@@ -56,6 +56,9 @@ GLOSSARY = {
     "Conformal family": "How the interval's width is made: the same for everyone (absolute) "
                         "or following how hard each patient is to predict (the others).",
     "Background rows": "Training patients used to stand in for a feature that is left out.",
+    "Reference sample": "Another name for the background rows. Drawn again, it would move "
+                        "each part a little; the green band (an option on Setup) shows how "
+                        "much.",
 }
 
 

@@ -218,6 +218,29 @@ def brute_force_seconds(plan: MaskingPlan, method: str, budget: int | None, n_fe
     return coalitions * n_rows * background / plan.rows_per_second
 
 
+REDRAW_SECONDS = 0.15
+"""Seconds one redrawn background costs on a fast masking path before its game: building the
+redraw's masking tables and the rest that does not grow with the game."""
+REDRAW_CELL_SECONDS = 0.27e-6
+"""And per feature combination x calibration row of its calibration game. Both fitted to two
+runs on this project's 2-core machine (gbm, exact, 20 redraws, beside the dashboard's
+calibration bootstrap): 0.18 s a redraw on diabetes (10 features, 110 calibration rows) and
+0.73 s on actg175 (12 features, 535 calibration rows); the linear model took 0.11 s on
+diabetes."""
+
+
+def background_redraw_seconds(plan: MaskingPlan, coalitions: int, n_calibration: int,
+                              background: int) -> float:
+    """Expected seconds of one redrawn background: one more calibration game on it (with
+    brute-force masking, coalitions x calibration rows x background model rows at the
+    measured speed)."""
+    cells = coalitions * n_calibration
+    seconds = REDRAW_SECONDS + REDRAW_CELL_SECONDS * cells
+    if plan.fast:
+        return seconds
+    return seconds + cells * background / plan.rows_per_second
+
+
 def rounded_seconds(seconds: float) -> str:
     if seconds < 60:
         return f"about {max(seconds, 1):.0f} s"

@@ -22,19 +22,26 @@ from app.text import people_number
 def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: np.ndarray,
                     total: np.ndarray, width: float, base_width: float, *, unit: str = "",
                     has_instance_part: bool = True,
-                    calibration_unsettled: np.ndarray | None = None) -> str:
+                    calibration_unsettled: np.ndarray | None = None,
+                    instance_unsettled: np.ndarray | None = None,
+                    reference_sample: bool = False) -> str:
     """One paragraph: how much wider (or narrower) than a typical patient's interval, which
     feature contributes most and through which part, and a feature whose parts pull apart.
 
     All arrays are in width units, one entry per feature; `base_width` is the featureless width
     (what the interval would be knowing nothing about the patient). `calibration_unsettled`
     marks features whose calibration-driven part's interval holds 0: their calibration-driven
-    direction is never stated as a fact.
+    direction is never stated as a fact; `instance_unsettled` marks instance-driven parts
+    whose interval over redrawn backgrounds holds 0 (never named as pulling against the
+    other part). `reference_sample`: the unsettled marks count the reference sample's
+    (background's) error too, so the reading names it.
     """
     calibration, instance, total = (np.asarray(v, dtype=float) for v in
                                     (calibration, instance, total))
     unsettled = (np.zeros(len(calibration), bool) if calibration_unsettled is None
                  else np.asarray(calibration_unsettled, dtype=bool))
+    instance_open = (np.zeros(len(instance), bool) if instance_unsettled is None
+                     else np.asarray(instance_unsettled, dtype=bool))
     units = f" {unit}" if unit else ""
 
     def number(value: float, signed: bool = False) -> str:
@@ -56,7 +63,7 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
         sentences.append("Under this conformal family the width is the same for every patient: "
                          "it is set by the calibration set alone, and this patient's own values "
                          "do not change it.")
-        sentences += _unsettled_sentence(features, unsettled)
+        sentences += _unsettled_sentence(features, unsettled, reference_sample)
         return " ".join(sentences)
 
     # The feature that moves the width most in the direction it moved.
@@ -72,7 +79,7 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
                          f"({number(total[j], signed=True)}{units}, {part}).")
 
     # The feature whose two parts pull hardest against each other.
-    opposed = np.flatnonzero((calibration * instance < 0) & ~unsettled
+    opposed = np.flatnonzero((calibration * instance < 0) & ~unsettled & ~instance_open
                              & (np.minimum(np.abs(calibration), np.abs(instance))
                                 > SIGN_CUT * scale))
     if opposed.size:
@@ -86,17 +93,22 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
             f"calibration set ({number(calibration[k], signed=True)}): the total shows "
             f"only {number(total[k], signed=True)}.")
     sentences += _unsettled_sentence(features, unsettled & (np.abs(calibration)
-                                                            > SIGN_CUT * scale))
+                                                            > SIGN_CUT * scale),
+                                     reference_sample)
     return " ".join(sentences)
 
 
-def _unsettled_sentence(features: Sequence[str], unsettled: np.ndarray) -> list[str]:
-    """Name the features whose calibration-driven direction another calibration set could
-    reverse (parts too small to matter are left out)."""
+def _unsettled_sentence(features: Sequence[str], unsettled: np.ndarray,
+                        reference_sample: bool = False) -> list[str]:
+    """Name the features whose calibration-driven direction another calibration set (or,
+    with `reference_sample`, another reference sample) could reverse (parts too small to
+    matter are left out)."""
     names = [features[int(j)] for j in np.flatnonzero(unsettled)]
     if not names:
         return []
     listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     return [f"Whether the calibration set makes {listed} widen or narrow the interval is not "
             f"settled ({'marked' if len(names) == 1 else 'each marked'} ?): another "
-            "calibration set of the same size could reverse it."]
+            "calibration set of the same size"
+            + (", or another reference sample," if reference_sample else "")
+            + " could reverse it."]

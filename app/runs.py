@@ -42,6 +42,12 @@ MAX_REPORTS = 24
 CALIBRATION_BOOTSTRAP = 200
 """Resampled calibration sets behind each calibration-driven part's interval: a re-weighting of
 the kept masked scores, no model call (a few tenths of a second on the bundled sample)."""
+BACKGROUND_BOOTSTRAP = 20
+"""Backgrounds drawn afresh when the Setup page's background check is on: each redraw computes
+the calibration game once more (planning.background_redraw_seconds) and keeps its masking
+tables, about 13 MiB, while the study is kept."""
+MAX_BACKGROUND_BOOTSTRAP = 50
+"""Most redraws one dashboard Run may ask for (memory: about 13 MiB each, per kept study)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,8 @@ class RunConfig:
     method: str
     budget: int | None
     alpha: float
+    background_bootstrap: int = 0
+    """Backgrounds drawn afresh behind the background intervals of φ_C and φ_I (0: none)."""
 
     @property
     def dataset_key(self) -> str:
@@ -89,9 +97,9 @@ class StudyHandle:
         Called with the lock held."""
         report = self._reports.get(key)
         if report is None:
-            method, alpha, units, budget = key
+            method, alpha, units, budget, redraws = key
             other = self._reports.get((method, alpha, "log" if units == "width" else "width",
-                                       budget))
+                                       budget, redraws))
             if other is not None:
                 report = self._publish(key, other.in_units(units))
         return report
@@ -102,14 +110,16 @@ class StudyHandle:
 
     def report(self, method: str, alpha: float, units: Units, budget: int | None,
                progress: Progress | None = None,
-               stage: Callable[[str], None] = lambda name: None) -> Report:
+               stage: Callable[[str], None] = lambda name: None,
+               background_bootstrap: int = 0) -> Report:
         """Every patient explained under one configuration, computed once.
 
         stage(name) says what is being done: a stage of STAGES, or WAITING while another
         session computes the same report. Waiting, like computing, stops at a cancelled run's
-        next checkpoint (core.cancel).
+        next checkpoint (core.cancel). `background_bootstrap`: backgrounds drawn afresh for
+        the background intervals (0: none); a report with them is another report.
         """
-        key = (method, alpha, units, budget)
+        key = (method, alpha, units, budget, background_bootstrap)
         while True:
             with self._lock:
                 found = self._lookup(key)
@@ -142,7 +152,8 @@ class StudyHandle:
 
             done = self.study.explain(
                 method=method, alpha=alpha, units=units, budget=budget, progress=chunk_done,
-                calibration_bootstrap=CALIBRATION_BOOTSTRAP, fixed_quantile=True)
+                calibration_bootstrap=CALIBRATION_BOOTSTRAP, fixed_quantile=True,
+                background_bootstrap=background_bootstrap)
         finally:
             with self._lock:
                 del self._claims[key]
@@ -151,8 +162,9 @@ class StudyHandle:
             claim.set()
         return done
 
-    def has_report(self, method: str, alpha: float, units: Units, budget: int | None) -> bool:
-        return (method, alpha, units, budget) in self._reports
+    def has_report(self, method: str, alpha: float, units: Units, budget: int | None,
+                   background_bootstrap: int = 0) -> bool:
+        return (method, alpha, units, budget, background_bootstrap) in self._reports
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -187,7 +199,8 @@ def compute(config: RunConfig, dataset: Dataset,
     handle = fitted_study(config.digest, config.options, dataset)
     checkpoint()
     timings[STAGES[0]] = time.perf_counter() - start
-    if handle.has_report(config.method, config.alpha, "width", config.budget):
+    if handle.has_report(config.method, config.alpha, "width", config.budget,
+                         config.background_bootstrap):
         on_progress(1.0, "Done")
         return timings
     n = len(handle.study.patients)
@@ -205,7 +218,8 @@ def compute(config: RunConfig, dataset: Dataset,
     def patients_done(done: int, total: int) -> None:
         on_progress(2 / 3 + done / max(total, 1) / 3, f"{STAGES[2]} ({done} of {total})")
 
-    handle.report(config.method, config.alpha, "width", config.budget, patients_done, stage)
+    handle.report(config.method, config.alpha, "width", config.budget, patients_done, stage,
+                  background_bootstrap=config.background_bootstrap)
     stage("Done")
     on_progress(1.0, "Done")
     return timings
@@ -235,10 +249,27 @@ class RunSize:
     """Expected seconds of brute-force masking (0 on a fast path; None when unknown)."""
     design_error: str | None = None
     """Why the method cannot be used on these features (exact Shapley past 16, ...)."""
+    n_calibration: int = 0
+    background_redraws: int = 0
+    """Backgrounds drawn afresh for the background intervals: each is one more calibration
+    game, over the calibration rows."""
+    redraw_seconds: float | None = 0.0
+    """Expected seconds of one redraw (None when the design cannot be built)."""
 
     @property
     def cells(self) -> int | None:
-        return None if self.coalitions is None else self.coalitions * self.n_explained
+        """Patient × feature-combination cells: the explained rows, and the calibration rows
+        once more per redrawn background."""
+        if self.coalitions is None:
+            return None
+        return self.coalitions * (self.n_explained + self.n_calibration * self.background_redraws)
+
+    @property
+    def redraws_seconds(self) -> float | None:
+        """Expected seconds of all the redraws together."""
+        if self.redraw_seconds is None:
+            return None
+        return self.redraw_seconds * self.background_redraws
 
 
 def run_size(dataset: Dataset, config: RunConfig) -> RunSize:
@@ -250,6 +281,7 @@ def run_size(dataset: Dataset, config: RunConfig) -> RunSize:
     labelled = int((~np.isnan(target_array)).sum())
     if dataset.calibration is not None:  # separate files: no split
         n_train, n_explained = labelled, len(dataset.calibration) + len(dataset.patients)
+        n_calibration = len(dataset.calibration)
     else:
         n_train, n_calibration, n_held_out = planning.split_sizes(labelled, options)
         n_explained = n_calibration + n_held_out + (len(target_array) - labelled)
@@ -265,8 +297,10 @@ def run_size(dataset: Dataset, config: RunConfig) -> RunSize:
             design_error = str(error)
     seconds = (None if coalitions is None else planning.brute_force_seconds(
         plan, config.method, config.budget, n_features, n_explained, background, options.seed))
+    redraw = (None if coalitions is None else
+              planning.background_redraw_seconds(plan, coalitions, n_calibration, background))
     return RunSize(n_features, n_train, n_explained, background, coalitions, seconds,
-                   design_error)
+                   design_error, n_calibration, config.background_bootstrap, redraw)
 
 
 def check_run_budget(size: RunSize) -> None:
@@ -284,12 +318,20 @@ def check_run_budget(size: RunSize) -> None:
             f"dashboard's limit of {MAX_RUN_CELLS:,} per run; choose a smaller budget or fewer "
             "features, or run it with the command line (cpdecomp explain), which has no limit")
     seconds = size.brute_force_seconds
+    if seconds is not None and size.redraws_seconds is not None:
+        seconds += size.redraws_seconds
     if seconds is not None and seconds > MAX_RUN_SECONDS:
         raise CpdecompError(
             f"This run is expected to take {planning.rounded_seconds(seconds)}, above the "
             f"dashboard's limit of {MAX_RUN_SECONDS // 60} min per run; choose a smaller "
-            "background, a sampling method with a smaller budget or another family, or run it "
-            "with the command line (cpdecomp explain)")
+            "background, a sampling method with a smaller budget or another family, "
+            "fewer background redraws, or run it with the command line (cpdecomp explain)")
+    if size.background_redraws > MAX_BACKGROUND_BOOTSTRAP:
+        raise CpdecompError(
+            f"{size.background_redraws} background redraws is more than the "
+            f"{MAX_BACKGROUND_BOOTSTRAP} the dashboard allows per run (each keeps about 13 MiB "
+            "of masking tables); choose fewer, or use the command line "
+            "(cpdecomp explain --background-bootstrap)")
 
 
 class RunJob:

@@ -61,12 +61,25 @@ class Shown:
     calibration_high: np.ndarray | None
     calibration_level: float | None
     calibration_unsettled: np.ndarray | None
-    """Per patient and feature: the calibration-driven part's interval holds 0 (None: the run
-    computed no interval)."""
+    """Per patient and feature: the calibration-driven part's interval over resampled
+    calibration sets, or over redrawn backgrounds, holds 0 (`summaries.calibration_unsettled`;
+    None: the run computed neither)."""
+    background_low: np.ndarray | None
+    """The calibration-driven part's interval over redrawn backgrounds, per patient and
+    feature (None: the run redrew none)."""
+    background_high: np.ndarray | None
+    instance_background_low: np.ndarray | None
+    """The instance-driven part's interval over the same redrawn backgrounds."""
+    instance_background_high: np.ndarray | None
+    background_level: float | None
+    background_bootstrap: int
+    """Backgrounds drawn afresh behind the four arrays above (0: none)."""
+    instance_unsettled: np.ndarray | None
+    """Per patient and feature: the instance-driven part's background interval holds 0."""
     disagree: np.ndarray
     """Per patient and feature: the calibration-driven and instance-driven parts have opposite
-    signs (parts under SIGN_CUT of the patient's largest attribution, and calibration-driven
-    parts whose sign is not settled, have none)."""
+    signs (parts under SIGN_CUT of the patient's largest attribution, and parts whose sign is
+    not settled, have none)."""
     fixed_quantile: np.ndarray | None
     """The width's Shapley values at a fixed conformal quantile, in width units (None: not
     computed)."""
@@ -90,14 +103,16 @@ class Shown:
 
 
 def disagreement_flags(calibration: np.ndarray, instance: np.ndarray, total: np.ndarray,
-                       unsettled: np.ndarray | None) -> np.ndarray:
+                       unsettled: np.ndarray | None,
+                       instance_unsettled: np.ndarray | None = None) -> np.ndarray:
     """Per patient and feature (2-d arrays): calibration-driven and instance-driven parts of
     opposite signs; a part under SIGN_CUT of the patient's largest attribution has no sign, nor
-    has a calibration-driven part whose interval holds 0."""
+    has a part whose interval holds 0 (`unsettled`, `instance_unsettled`)."""
     scale = summaries.attribution_scale(calibration, instance, total)
     flags = summaries.opposite(summaries.signs(calibration, scale, summaries.SIGN_CUT),
                                summaries.signs(instance, scale, summaries.SIGN_CUT))
-    return flags if unsettled is None else flags & ~np.asarray(unsettled, dtype=bool)
+    unsettled = summaries.either(unsettled, instance_unsettled)
+    return flags if unsettled is None else flags & ~unsettled
 
 
 def shown_report(report: Report, key: Hashable, target: str) -> Shown:
@@ -105,8 +120,8 @@ def shown_report(report: Report, key: Hashable, target: str) -> Shown:
     e = report.explanation
     d = e.decomposition
     units = d.units
-    unsettled = d.calibration_sign_uncertain
-    unsettled = None if unsettled is None else np.asarray(unsettled, dtype=bool)
+    unsettled = summaries.calibration_unsettled(d)
+    instance_unsettled = summaries.instance_unsettled(d)
     if units == "log":
         scale = max(abs(float(d.empty_value)), float(np.max(np.abs(d.total), initial=0.0)))
     else:
@@ -127,7 +142,13 @@ def shown_report(report: Report, key: Hashable, target: str) -> Shown:
         total_se=d.total_se, calibration_low=d.calibration_low,
         calibration_high=d.calibration_high, calibration_level=d.calibration_level,
         calibration_unsettled=unsettled,
-        disagree=disagreement_flags(d.calibration, d.instance, d.total, unsettled),
+        background_low=d.background_low, background_high=d.background_high,
+        instance_background_low=d.instance_background_low,
+        instance_background_high=d.instance_background_high,
+        background_level=d.background_level, background_bootstrap=e.background_bootstrap,
+        instance_unsettled=instance_unsettled,
+        disagree=disagreement_flags(d.calibration, d.instance, d.total, unsettled,
+                                    instance_unsettled),
         fixed_quantile=d.fixed_quantile, efficient=bool(d.efficient),
         empty_value=float(d.empty_value), full_value=d.full_value, number_scale=scale,
     )

@@ -13,7 +13,9 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app import housekeeping, planning, runs, sources
 from app.reviews import ReviewStore, configured_location
+from app.runs import MAX_BACKGROUND_BOOTSTRAP as MAX_BACKGROUND_BOOTSTRAP  # for Setup
 from app.runs import RunConfig, RunJob
+from app.runs import RunSize as RunSize  # re-exported: the Setup page reads state.RunSize
 from app.runs import run_size as run_size  # re-exported: the Setup page reads state.run_size
 from app.shown import Shown, shown_report
 from app.sources import Dataset, source_table
@@ -49,6 +51,8 @@ DEFAULTS: dict[str, object] = {
     "background_auto": True,
     "background": 64,
     "seed": _OPTION_DEFAULTS.seed,
+    "background_check": False,
+    "background_redraws": runs.BACKGROUND_BOOTSTRAP,
     "alpha": 0.1,
     "confidence": 0.9,
     "units": "width",
@@ -189,7 +193,9 @@ def run_config(dataset: Dataset) -> RunConfig:
         background=None if state.get("background_auto", True) else int(state["background"]),
     )
     budget = int(state["budget"]) if METHOD_BUDGETS.get(method) else None
-    return RunConfig(dataset.digest, dataset.name, options, method, budget, alpha)
+    redraws = int(state["background_redraws"]) if state.get("background_check") else 0
+    return RunConfig(dataset.digest, dataset.name, options, method, budget, alpha,
+                     background_bootstrap=redraws)
 
 
 def start_run(config: RunConfig, dataset: Dataset) -> RunJob:
@@ -266,7 +272,8 @@ def results(units: Units | None = None) -> Results | None:
         return None
     shown: Units = units or current_units(config)
     handle = runs.fitted_study(config.digest, config.options, dataset)
-    report = handle.report(config.method, config.alpha, shown, config.budget)
+    report = handle.report(config.method, config.alpha, shown, config.budget,
+                           background_bootstrap=config.background_bootstrap)
     return Results(config, handle.study, report, shown)
 
 
@@ -277,7 +284,8 @@ def results_in_width_units(shown: Results) -> Results:
     handle = runs.fitted_study(shown.config.digest, shown.config.options,
                           st.session_state["run_dataset"])
     report = handle.report(shown.config.method, shown.config.alpha, "width",
-                           shown.config.budget)
+                           shown.config.budget,
+                           background_bootstrap=shown.config.background_bootstrap)
     return Results(shown.config, shown.study, report, "width")
 
 
@@ -302,6 +310,8 @@ def run_facts(results: Results) -> dict[str, str]:
         "α (miscoverage)": f"{shown.alpha:g} (confidence {1 - shown.alpha:.0%})",
         "calibration rows": str(shown.n_calibration),
         "background rows": str(shown.background_size),
+        **({"background redraws": str(shown.background_bootstrap)}
+           if shown.background_bootstrap else {}),
         "attribution method": method,
         "seed": str(options.seed),
         "units": shown.units_label,

@@ -14,6 +14,7 @@ import pandas as pd
 
 from app.reviews import ReviewEvent
 from core import Report
+from core.decomposition import Decomposition
 
 ZERO_SHARE = 1e-9
 """An attribution smaller than this fraction of the patient's largest one is rounding noise."""
@@ -67,21 +68,46 @@ def attribution_scale(calibration: np.ndarray, instance: np.ndarray,
     return np.max(np.abs(np.stack([calibration, instance, total])), axis=(0, 2))
 
 
+def either(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    """a | b where both are known; the known one alone; None when neither is."""
+    if a is None:
+        return None if b is None else np.asarray(b, dtype=bool)
+    return np.asarray(a, dtype=bool) if b is None else np.asarray(a, bool) | np.asarray(b, bool)
+
+
+def calibration_unsettled(d: Decomposition) -> np.ndarray | None:
+    """Per patient and feature: the calibration-driven part's direction is not settled, its
+    interval over resampled calibration sets or over redrawn backgrounds holding 0 (None: the
+    run computed neither interval). The one rule every page and count uses."""
+    return either(d.calibration_sign_uncertain, d.background_sign_uncertain)
+
+
+def instance_unsettled(d: Decomposition) -> np.ndarray | None:
+    """Per patient and feature: the instance-driven part's interval over redrawn backgrounds
+    holds 0, so another background could turn its direction (None: no redraws)."""
+    if d.instance_background_low is None or d.instance_background_high is None:
+        return None
+    return (d.instance_background_low <= 0) & (d.instance_background_high >= 0)
+
+
 def opposite(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """True where both signs are non-zero and differ."""
     return (a * b) < 0
 
 
 def sign_disagreement(report: Report) -> pd.DataFrame:
-    """Per feature: the share of patients whose views have opposite signs. A calibration-driven
-    part whose interval holds 0 (direction not settled) has no sign, so it is never counted as
-    opposing the instance-driven part."""
+    """Per feature: the share of patients whose views have opposite signs. A part whose
+    interval holds 0 (direction not settled: `calibration_unsettled`, `instance_unsettled`)
+    has no sign, so it is never counted as opposing the other."""
     e = report.explanation
     d = e.decomposition
     scale = attribution_scale(d.calibration, d.instance, d.total)
     s_c, s_i, s_t = (signs(v, scale, SIGN_CUT) for v in (d.calibration, d.instance, d.total))
-    if d.calibration_sign_uncertain is not None:
-        s_c = np.where(d.calibration_sign_uncertain, 0, s_c)
+    c_unsettled, i_unsettled = calibration_unsettled(d), instance_unsettled(d)
+    if c_unsettled is not None:
+        s_c = np.where(c_unsettled, 0, s_c)
+    if i_unsettled is not None:
+        s_i = np.where(i_unsettled, 0, s_i)
     n = max(len(e.width), 1)
     return pd.DataFrame({
         "feature": list(d.features),
@@ -204,7 +230,7 @@ def patient_drivers(report: Report, position: int) -> tuple[Driver, Driver]:
     """The top instance-driven and calibration-driven drivers of one patient."""
     d = report.explanation.decomposition
     total = d.total[position]
-    uncertain = d.calibration_sign_uncertain
+    uncertain = calibration_unsettled(d)
     unsettled = None if uncertain is None else uncertain[position]
     return (
         top_driver("instance", d.features, d.instance[position], total, unsettled),

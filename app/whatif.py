@@ -119,10 +119,11 @@ def explain_edited(results: Results, values: Mapping[str, object]) -> Explanatio
                           for name, value in values.items()})
     config = results.config
     # In width units, as the run's report was computed (log units are its rescaling): the
-    # explainer then reuses the very games the run cached, bootstrap included.
+    # explainer then reuses the very games the run cached, bootstraps included.
     explanation = results.study.explainer.explain(
         table, method=config.method, alpha=config.alpha, units="width", budget=config.budget,
-        calibration_bootstrap=CALIBRATION_BOOTSTRAP)
+        calibration_bootstrap=CALIBRATION_BOOTSTRAP,
+        background_bootstrap=config.background_bootstrap)
     if not np.all(np.isfinite(explanation.width)):
         raise CpdecompError("the edited values give no finite interval; check the values "
                             "left empty or far outside the training range")

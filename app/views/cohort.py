@@ -81,19 +81,28 @@ label = (f"α = {e.alpha:g} · calibration n = {e.n_calibration} · background "
          f"{e.background_size}")
 left, right = st.columns(2)
 with left:
-    title = ("Calibration-driven (one vector for the cohort)" if one_vector
-             else "Calibration-driven (cohort mean)")
+    # The part's name alone on the title line: with its qualifier it was cut at 1280 px.
+    title = "Calibration-driven"
+    qualifier = "one vector for the cohort" if one_vector else "cohort mean"
     # The bootstrap interval is one per feature only where the vector is (a mean over patients
     # of rescaled intervals would be no interval).
     span = (e.calibration_low[0], e.calibration_high[0]) if (
         one_vector and e.calibration_low is not None and e.calibration_high is not None) else None
+    band = (e.background_low[0], e.background_high[0]) if (
+        one_vector and e.background_low is not None and e.background_high is not None) else None
+    heading = f"{title}<br><sup>{qualifier}</sup><br><sup>{label}</sup>"
     widgets.chart(charts.vector_bars(e.features, vector, order, view="calibration", units=units,
-                                     title=f"{title}<br><sup>{label}</sup>", span=span,
-                                     scale=part_scale))
-    if span is not None:
-        unsettled = (span[0] <= 0) & (span[1] >= 0)
-        st.caption(f"Whiskers: how much each part could change with another calibration set of "
-                   f"the same size. {charts.UNSETTLED_MARK} and a pale bar: the whisker crosses "
+                                     title=heading, span=span, scale=part_scale, band=band))
+    if span is not None and e.calibration_unsettled is not None:
+        unsettled = e.calibration_unsettled[0]
+        crosses = "the whisker or the green band crosses" if band is not None else (
+            "the whisker crosses")
+        st.caption("Whiskers: how much each part could change with another calibration set of "
+                   "the same size."
+                   + (" Green band: how much it could move with another reference sample "
+                      "(the training rows a left-out feature is averaged over)."
+                      if band is not None else "")
+                   + f" {charts.UNSETTLED_MARK} and a pale bar: {crosses} "
                    "zero, so whether the calibration set makes that feature widen or narrow "
                    f"intervals is not settled ({int(unsettled.sum())} of {len(unsettled)} "
                    "features).")
@@ -116,8 +125,10 @@ st.caption("Calibration vs instance: the two parts pull in opposite directions. 
            "instance: the usual (total) attribution shows the patient's own effect with the "
            f"wrong sign. Parts smaller than {summaries.SIGN_CUT:.0%} of the patient's largest "
            "attribution are too small to matter and are not counted"
-           + (", nor are calibration-driven parts whose direction is not settled (marked ?)."
-              if e.calibration_unsettled is not None else "."))
+           + (", nor are calibration-driven parts whose direction is not settled (marked ?)"
+              if e.calibration_unsettled is not None else "")
+           + (", nor instance-driven parts whose reference-sample range holds 0."
+              if e.instance_unsettled is not None else "."))
 st.dataframe(
     disagreement.assign(
         calibration_vs_instance=lambda f: (100 * f["calibration_vs_instance"]).round(1),

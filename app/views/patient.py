@@ -95,7 +95,7 @@ def patient_panel() -> None:
                    f"instance-driven parts pull in opposite directions ({names}); the total "
                    "shows only what is left. Parts under "
                    f"{summaries.SIGN_CUT:.0%} of the largest bar are not counted.")
-    if e.calibration_low is not None:
+    if e.calibration_low is not None or e.background_low is not None:
         st.caption(calibration_range_caption(position))
     if e.sampled:
         st.caption(f"{e.method} is a sampled estimate "
@@ -135,9 +135,23 @@ def patient_panel() -> None:
             "calibration high", format=part_format,
             help="High end of the calibration-driven part's range with another calibration "
                  "set."),
+        **{f"{name}, reference-sample {end}": st.column_config.NumberColumn(
+            f"{short} ref. {end}", format=part_format,
+            help=f"{end.capitalize()} end of the {name} part's range with another reference "
+                 "sample (the training rows a left-out feature is averaged over).")
+           for name, short in (("calibration-driven", "calibration"),
+                               ("instance-driven", "instance")) for end in ("low", "high")},
         "calibration-driven direction": st.column_config.TextColumn(
             "direction", help="Whether the calibration set settles if the feature widens or "
-                              "narrows the interval (not settled: its range holds 0)."),
+                              "narrows the interval (not settled: its range holds 0)."
+            if e.background_low is None else
+            "Whether the calibration set and the reference sample settle if the feature "
+            "widens or narrows the interval through the calibration set (not settled: "
+            "a range holds 0)."),
+        "instance-driven direction": st.column_config.TextColumn(
+            "instance direction", help="Whether the reference sample settles if the "
+                                       "feature's instance-driven part widens or narrows the "
+                                       "interval (not settled: its range holds 0)."),
         "signs differ": st.column_config.TextColumn(
             charts.DISAGREE_MARK, help="The calibration-driven and instance-driven parts pull "
                                        "in opposite directions."),
@@ -151,18 +165,28 @@ def calibration_range_caption(position: int) -> str:
     unsettled = e.calibration_unsettled[position]
     count = int(unsettled.sum())
     text = ("The black whiskers on the calibration-driven bars show how much each part could "
-            "change with another calibration set of the same size.")
-    if count:
+            "change with another calibration set of the same size."
+            if e.calibration_low is not None else "")
+    if e.background_low is not None:
+        text += " " + cases.background_note(e)
+    if count and e.background_low is None:
         text += (f" {charts.UNSETTLED_MARK} and a pale bar: the whisker crosses zero, so whether "
                  "the calibration set makes that feature widen or narrow the interval is not "
                  f"settled ({count} of {len(unsettled)} features here).")
-    return text
+    elif count:
+        text += (f" {charts.UNSETTLED_MARK} and a pale bar: the whisker or the green band "
+                 "crosses zero, so whether that feature widens or narrows the interval through "
+                 "the calibration set is not settled "
+                 f"({count} of {len(unsettled)} features here).")
+    return text.strip()
 
 
 def analyst_details() -> None:
     if e.calibration_low is None:
         return
-    with st.expander("Details for analysts: the calibration-driven intervals"):
+    with st.expander("Details for analysts: the calibration-driven intervals"
+                     + (" and the reference sample's error" if e.background_low is not None
+                        else "")):
         level = e.calibration_level or 0.9
         st.markdown(
             f"Whiskers: the {level:.0%} percentile interval of each φ_C over "
@@ -175,6 +199,18 @@ def analyst_details() -> None:
             f"counted as {charts.DISAGREE_MARK} (opposite signs), and the reading does not "
             "state their calibration-driven direction. The interval's ends are in the table "
             "below (its low and high end), in the units on show.")
+        if e.background_low is not None:
+            st.markdown(
+                f"Green bands: the background's Monte Carlo error. The background "
+                f"({e.background_size} training rows a masked feature is averaged over) was "
+                f"drawn afresh {e.background_bootstrap} times the way the run drew its own, "
+                "and the calibration game and every patient's instance game recomputed on each "
+                "draw (the fitted components and the calibration set fixed). Redraws scatter "
+                "about what the background stands for, not about this run's draw, so each band "
+                "is the estimate minus the redraws' spread about their mean, at the "
+                f"{(e.background_level or 0.9):.0%} level. A φ_C or φ_I whose band holds 0 has "
+                f"no sign: it is pale, not counted as {charts.DISAGREE_MARK}, and (φ_C) marked "
+                f"{charts.UNSETTLED_MARK}.")
 
 
 def standard_shap(position: int) -> None:

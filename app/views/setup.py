@@ -59,6 +59,31 @@ if note:
 family_options, family_note = planning.families_that_run(target_array)
 state.ensure_choice("cp_family", family_options, state.DEFAULTS["cp_family"])
 
+
+def background_check(size: state.RunSize) -> None:
+    """The analyst's option: redraw the background N times, so each part gets a second range,
+    the reference sample's error, beside the calibration set's (off by default: it costs a
+    calibration game per redraw)."""
+    on = st.checkbox(
+        "Also check how much the reference sample moves each part", key="background_check",
+        help="A removed feature is averaged over a sample of training rows (the reference "
+             "sample, or background). Another sample would move each part a little: this "
+             "draws it afresh several times and shows that range as a second, green mark on "
+             "the Patient page. Each redraw recomputes the calibration game once more and "
+             "keeps about 13 MB of memory while the results are kept.")
+    if on:
+        st.number_input("Redraws of the reference sample", min_value=2,
+                        max_value=state.MAX_BACKGROUND_BOOTSTRAP, step=1,
+                        key="background_redraws")
+    redraws = int(st.session_state["background_redraws"])
+    per_redraw = size.redraw_seconds
+    if per_redraw is not None:
+        more = planning.rounded_seconds(per_redraw * redraws)
+        st.caption(f"{redraws} redraws: {more} more on this machine "
+                   f"(about {per_redraw:.1f} s each)." if on else
+                   f"Off. With {redraws} redraws the run would take {more} more.")
+
+
 left, right = st.columns(2)
 with left:
     st.selectbox("Model", list(MODELS), key="model", format_func=lambda k: MODELS[k].label)
@@ -109,6 +134,7 @@ with right:
         if int(st.session_state["background"]) > n_train:
             st.caption(f"Only {n_train} training rows: all of them are used.")
     st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="seed")
+    background_check(size)
 
 
 

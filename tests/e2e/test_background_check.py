@@ -1,0 +1,139 @@
+"""The Setup page's reference-sample check in a real browser: turned on before Run, the Patient
+page's bars show the green band's legend entry and the hover says the reference sample's error
+in words, and the Cohort's calibration-driven vector carries the band; screenshots at 1280x720
+and 1440x900.
+
+Drives Debian's chromium through Playwright (never `playwright install`). Screenshots go to
+$CPDECOMP_SCREENSHOT_DIR (default out/e2e/), outside git.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from dashboard_driver import (
+    ROOT,
+    RUN_TIMEOUT,
+    STEP_TIMEOUT,
+    launch,
+    open_page,
+    settle,
+    streamlit_server,
+)
+
+SCREENSHOTS = Path(os.environ.get("CPDECOMP_SCREENSHOT_DIR", ROOT / "out" / "e2e"))
+VIEWPORTS = ((1280, 720), (1440, 900))
+REDRAWS = 8
+
+pytestmark = pytest.mark.slow
+
+
+def test_background_check_on_the_patient_page(tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    environment = {**os.environ, "CPDECOMP_REVIEW_DB": str(tmp_path / "reviews.sqlite3"),
+                   "CPDECOMP_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            with streamlit_server(environment, tmp_path / "server.log") as (url, _):
+                page = browser.new_page(viewport={"width": 1440, "height": 900})
+                try:
+                    checks(page, url)
+                except Exception:
+                    page.screenshot(path=str(SCREENSHOTS / "failure.png"), full_page=True)
+                    raise
+                page.close()
+        finally:
+            browser.close()
+
+
+def checks(page, url: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    expect(page.locator(".st-key-data_source")).to_be_visible(timeout=STEP_TIMEOUT)
+    open_page(page, "Setup")
+    expect(page.get_by_text(re.compile(r"^Off\. With 20 redraws"))).to_be_visible(
+        timeout=STEP_TIMEOUT)
+    page.locator(".st-key-background_check").get_by_text("Also check how much").click()
+    settle(page)
+    redraws = page.locator(".st-key-background_redraws input")
+    redraws.fill(str(REDRAWS))
+    redraws.press("Enter")
+    settle(page)
+    expect(page.get_by_text(re.compile(rf"^{REDRAWS} redraws: about \d+ s more"))).to_be_visible()
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(500)
+        page.get_by_text(re.compile(rf"^{REDRAWS} redraws: about")).scroll_into_view_if_needed()
+        page.screenshot(path=str(SCREENSHOTS / f"setup-background-check-{width}x{height}.png"))
+    page.set_viewport_size({"width": 1440, "height": 900})
+    settle(page)
+    page.locator(".st-key-run button").click()
+    expect(page.get_by_text(re.compile(r"Results for \d+ patients"))).to_be_visible(
+        timeout=RUN_TIMEOUT)
+
+    open_page(page, "Patient")
+    bars = page.locator(".js-plotly-plot").first
+    expect(bars).to_be_visible(timeout=STEP_TIMEOUT)
+    expect(bars.locator("g.legend text").filter(
+        has_text="Green band: reference-sample error")).to_be_visible(timeout=STEP_TIMEOUT)
+    expect(page.get_by_text(re.compile(r"^The black whiskers.*Green band on the calibration"))
+           ).to_be_visible()
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(900)  # plotly redraws for the new width
+        bars.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        hover_text = hover_widest_bar(page, bars)
+        assert "reference-sample error: ±" in hover_text, hover_text
+        assert "with another reference sample:" in hover_text, hover_text
+        page.screenshot(path=str(SCREENSHOTS / f"patient-background-check-{width}x{height}.png"))
+        page.mouse.move(5, 5)
+        page.wait_for_timeout(300)
+        # Below the bars: the legend with the green band's entry, whole.
+        legend = bars.locator("g.legend")
+        legend.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        box, plot = legend.bounding_box(), bars.bounding_box()
+        assert box is not None and plot is not None
+        assert box["x"] >= plot["x"] and box["x"] + box["width"] <= plot["x"] + plot["width"]
+        page.screenshot(
+            path=str(SCREENSHOTS / f"patient-background-legend-{width}x{height}.png"))
+    page.set_viewport_size({"width": 1440, "height": 900})
+    cohort_checks(page)
+
+
+def hover_widest_bar(page, bars) -> str:
+    """Hover the widest calibration-driven bar and return plotly's hover text."""
+    paths = bars.locator("g.trace.bars").first.locator("path")
+    boxes = [paths.nth(i).bounding_box() for i in range(paths.count())]
+    widest = max((b for b in boxes if b is not None), key=lambda b: b["width"])
+    page.mouse.move(widest["x"] + widest["width"] / 2, widest["y"] + widest["height"] / 2)
+    hover = bars.locator("g.hoverlayer g.hovertext")
+    hover.first.wait_for(state="visible", timeout=STEP_TIMEOUT)
+    return hover.first.text_content() or ""
+
+
+def cohort_checks(page) -> None:
+    """The Cohort's single calibration-driven vector (log units) carries the band too."""
+    from playwright.sync_api import expect
+
+    open_page(page, "Cohort")
+    page.get_by_test_id("stSidebar").get_by_text("log units").click()
+    settle(page)
+    vector = page.locator(".js-plotly-plot").nth(1)
+    expect(vector.locator("g.legend text").filter(
+        has_text="Green band: reference-sample error")).to_be_visible(timeout=STEP_TIMEOUT)
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(900)
+        vector.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(SCREENSHOTS / f"cohort-background-check-{width}x{height}.png"))
+    page.set_viewport_size({"width": 1440, "height": 900})
