@@ -99,6 +99,35 @@ def streamlit_server(environment: dict[str, str], log: Path, *,
             process.wait(timeout=10)
 
 
+SCREENSHOTS = Path(os.environ.get("CPDECOMP_SCREENSHOT_DIR", ROOT / "out" / "e2e"))
+"""Where the browser tests put their screenshots (outside git)."""
+
+
+@contextmanager
+def dashboard_page(tmp_path: Path, width: int = 1440, height: int = 900) -> Iterator:
+    """(page, url): a fresh dashboard server with its own review store and cache under
+    tmp_path, and a chromium page of the given size; a failure inside the block leaves
+    SCREENSHOTS/failure.png, the page as it was."""
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    environment = {**os.environ, "CPDECOMP_REVIEW_DB": str(tmp_path / "reviews.sqlite3"),
+                   "CPDECOMP_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            with streamlit_server(environment, tmp_path / "server.log") as (url, _):
+                page = browser.new_page(viewport={"width": width, "height": height})
+                try:
+                    yield page, url
+                except Exception:
+                    page.screenshot(path=str(SCREENSHOTS / "failure.png"), full_page=True)
+                    raise
+                page.close()
+        finally:
+            browser.close()
+
+
 def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 

@@ -243,3 +243,11 @@ def test_a_broken_install_of_an_extra_says_so(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert "installed but cannot be imported" in done.stdout
     assert "'slicer'" in done.stdout and "cpdecomp[shap]" in done.stdout
+
+
+def test_test_files_have_unique_names():
+    """pytest imports test files by their base name (no packages under tests/): two files of one
+    name in different folders make the whole run error at collection."""
+    tests = Path(__file__).resolve().parent
+    names = [path.name for path in tests.rglob("test_*.py")]
+    assert sorted(name for name in set(names) if names.count(name) > 1) == []

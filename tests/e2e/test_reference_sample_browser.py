@@ -9,22 +9,19 @@ $CPDECOMP_SCREENSHOT_DIR (default out/e2e/), outside git.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 from dashboard_driver import (
-    ROOT,
     RUN_TIMEOUT,
+    SCREENSHOTS,
     STEP_TIMEOUT,
-    launch,
+    dashboard_page,
     open_page,
     settle,
-    streamlit_server,
 )
 
-SCREENSHOTS = Path(os.environ.get("CPDECOMP_SCREENSHOT_DIR", ROOT / "out" / "e2e"))
 VIEWPORTS = ((1280, 720), (1440, 900))
 REDRAWS = 8
 
@@ -32,24 +29,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_background_check_on_the_patient_page(tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    environment = {**os.environ, "CPDECOMP_REVIEW_DB": str(tmp_path / "reviews.sqlite3"),
-                   "CPDECOMP_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        try:
-            with streamlit_server(environment, tmp_path / "server.log") as (url, _):
-                page = browser.new_page(viewport={"width": 1440, "height": 900})
-                try:
-                    checks(page, url)
-                except Exception:
-                    page.screenshot(path=str(SCREENSHOTS / "failure.png"), full_page=True)
-                    raise
-                page.close()
-        finally:
-            browser.close()
+    with dashboard_page(tmp_path) as (page, url):
+        checks(page, url)
 
 
 def checks(page, url: str) -> None:
