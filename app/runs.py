@@ -359,6 +359,7 @@ class RunJob:
         self.finished = threading.Event()
         self._stop = threading.Event()
         self._session_checked = 0.0
+        self._session_lost_since: float | None = None
         self._seen = time.monotonic()
         self._unwatched_since: float | None = None
         self._thread = threading.Thread(target=self._work, name="cpdecomp-run", daemon=True)
@@ -386,17 +387,27 @@ class RunJob:
     def _should_stop(self) -> bool:
         """Asked at every checkpoint: stopped; Streamlit's Stop (the script following the run
         stopped and no run came after it for UNWATCHED_GRACE seconds); or the session that
-        started the run has ended (looked up at most twice a second)."""
+        started the run has been gone for SESSION_LOST_GRACE seconds (looked up at most twice a
+        second)."""
         if self._stop.is_set():
             return True
         now = time.monotonic()
+        if self.session_id is not None and now - self._session_checked > 0.5:
+            self._session_checked = now
+            # A session is inactive while its browser reconnects (a busy server can miss a
+            # websocket ping); only one still gone after SESSION_LOST_GRACE has ended.
+            if session_alive(self.session_id):
+                self._session_lost_since = None
+            elif self._session_lost_since is None:
+                self._session_lost_since = now
+        lost = self._session_lost_since
+        if lost is not None:  # a closed tab also stops its script: said as the session ending
+            if now - lost > SESSION_LOST_GRACE:
+                self.cancel("session ended")
+            return self._stop.is_set()
         since = self._unwatched_since
         if since is not None and self._seen < since and now - since > UNWATCHED_GRACE:
             self.cancel("Streamlit's Stop")
-        if self.session_id is not None and now - self._session_checked > 0.5:
-            self._session_checked = now
-            if not session_alive(self.session_id):
-                self.cancel("session ended")
         return self._stop.is_set()
 
     def _progress(self, share: float, label: str) -> None:
@@ -429,6 +440,9 @@ class RunJob:
 
 UNWATCHED_GRACE = 3.0
 """Seconds a run's page may go without a script run before the run counts as stopped."""
+SESSION_LOST_GRACE = 3.0
+"""Seconds a run's session may stay disconnected (its browser reconnecting) before the run
+counts as abandoned: a closed tab stops its run after this, a reconnection does not."""
 RUN_NICENESS = 10
 """How much lower than the sessions' own threads a Run's worker is scheduled (Linux nice)."""
 

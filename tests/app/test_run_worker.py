@@ -176,3 +176,31 @@ def test_exact_shapley_past_its_limit_is_refused_before_fitting():
     assert size.coalitions is None and size.design_error
     with pytest.raises(CpdecompError, match=str(MAX_EXACT_PLAYERS)):
         runs.check_run_budget(size)
+
+
+def test_a_session_that_reconnects_keeps_its_run_and_one_that_stays_gone_stops_it(monkeypatch):
+    """A busy server can miss a browser's websocket ping: the session is inactive while the
+    browser reconnects. That must not stop its run (CI saw a slow run stopped as "session
+    ended" right after it started); a session still gone after the grace has ended."""
+    clock = [1000.0]
+    alive = [True]
+    monkeypatch.setattr(runs.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(runs, "session_alive", lambda session_id: alive[0])
+    config = runs.RunConfig("sample", "sample: diabetes", StudyOptions(target="progression"),
+                            "exact", None, 0.1)
+    job = runs.RunJob(config, load_sample("diabetes"), "session:x", "x")
+
+    def tick(seconds: float) -> bool:
+        clock[0] += seconds
+        return job._should_stop()
+
+    assert not tick(1.0)
+    alive[0] = False  # the browser reconnects
+    assert not tick(1.0) and not tick(1.0) and not tick(1.0)
+    alive[0] = True
+    assert not tick(1.0) and not tick(10.0)  # back: the grace starts again next time
+    alive[0] = False  # the tab closed
+    assert not tick(1.0)
+    assert not tick(runs.SESSION_LOST_GRACE - 0.5)
+    assert tick(1.0)
+    assert job.stop_asked is not None
