@@ -184,6 +184,9 @@ if not plan.fast:
         "family is faster."))
 
 
+HIDE_RUN_BUTTON = "<style>.st-key-run { display: none; }</style>"
+
+
 def follow(job: state.RunJob) -> None:
     """Show the running job's progress until it ends, then draw the page with its outcome.
 
@@ -194,6 +197,10 @@ def follow(job: state.RunJob) -> None:
     notices itself (RunJob).
     """
     with st.status("Computing…", expanded=True) as status:
+        # Streamlit keeps an element of the script run before this one on screen, faded, until
+        # this script run ends, and this one lasts as long as the computation: the Run button
+        # it drew would stay beside the progress. Hidden while the run is followed.
+        st.html(HIDE_RUN_BUTTON)
         bar = st.progress(0.0, text=job.label)
         st.button("Stop", key="stop_run", icon=":material/stop:",
                   on_click=lambda: job.cancel("Stop pressed"),
@@ -214,17 +221,27 @@ def follow(job: state.RunJob) -> None:
     st.rerun()  # draw the page (and the sidebar, drawn before it) with the outcome
 
 
-state.collect_run()  # a run that ended while this session was on another page
-running = state.current_job()
-run_slot = st.empty()  # the Run button, gone while its run computes
-if running is None and run_slot.button("Run", key="run", type="primary",
-                                       icon=":material/play_arrow:"):
+def run_pressed() -> None:
+    """Start the run in the click's callback, before the page is drawn: the script run that
+    follows draws the progress where the Run button was, and never the button."""
+    current = state.current_dataset()
+    if current is None:  # the data went away between the drawing and the click
+        return
     try:
-        running = state.start_run(state.run_config(dataset), dataset)
-        run_slot.empty()
+        state.start_run(state.run_config(current), current)
     except CpdecompError as error:  # over the budget, or a run of this user's still going
-        st.error(markdown_text(str(error)))
-if running is not None:
+        st.session_state["run_refused"] = str(error)
+
+
+state.collect_run()  # a run that ended while this session was on another page
+refused = st.session_state.pop("run_refused", None)
+running = state.current_job()
+if running is None:
+    st.button("Run", key="run", type="primary", icon=":material/play_arrow:",
+              on_click=run_pressed)
+    if refused is not None:
+        st.error(markdown_text(refused))
+else:
     follow(running)
 
 outcome = st.session_state.pop("run_outcome", None)

@@ -46,10 +46,10 @@ def start_slow_run(page, url: str) -> None:
     page.locator(".st-key-run button").click()
     expect(page.get_by_text(PROGRESS)).to_be_visible(timeout=RUN_TIMEOUT)
     # The progress label (not the page's caption, which also names the calibration game),
-    # and the run followed: its Stop button drawn. Not asserted: that the Run button is gone.
-    # On a loaded machine it sometimes stays on the page beside the progress for minutes (a
-    # known defect, open; a second Run is refused while one runs, so nothing is computed twice).
+    # the run followed (its Stop button drawn) and the Run button not on screen: Streamlit
+    # keeps the previous script run's elements, faded, until the running one ends.
     expect(page.locator(".st-key-stop_run button").first).to_be_visible(timeout=STEP_TIMEOUT)
+    expect(page.locator(".st-key-run button")).to_be_hidden(timeout=STEP_TIMEOUT)
 
 
 def cancelled_runs(log: Path) -> int:
