@@ -25,10 +25,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from app import auth, planning, sources
 from app.sources import Dataset, source_table
 from core import FAMILIES, Report, Study, StudyOptions, prepare_study, target_values
-from core.attribution import build_design
 from core.bounded import BoundedCache
 from core.cancel import Cancelled, cancellable, checkpoint
-from core.coalitions import MAX_PLAYERS
 from core.decomposition import Units
 from core.errors import CpdecompError
 from core.explainer import Progress
@@ -289,14 +287,13 @@ def run_size(dataset: Dataset, config: RunConfig) -> RunSize:
     background = planning.background_size(options, n_train, plan.fast)
     coalitions: int | None = None
     design_error: str | None = None
-    if n_features <= MAX_PLAYERS:
-        try:
-            coalitions = len(build_design(config.method, n_features, config.budget,
-                                          options.seed).coalitions)
-        except CpdecompError as error:
-            design_error = str(error)
-    seconds = (None if coalitions is None else planning.brute_force_seconds(
-        plan, config.method, config.budget, n_features, n_explained, background, options.seed))
+    try:
+        coalitions = planning.coalition_count(config.method, n_features, config.budget,
+                                              options.seed)
+    except CpdecompError as error:
+        design_error = str(error)
+    seconds = (None if coalitions is None else
+               planning.brute_force_seconds(plan, coalitions, n_explained, background))
     redraw = (None if coalitions is None else
               planning.background_redraw_seconds(plan, coalitions, n_calibration, background))
     return RunSize(n_features, n_train, n_explained, background, coalitions, seconds,
@@ -305,10 +302,6 @@ def run_size(dataset: Dataset, config: RunConfig) -> RunSize:
 
 def check_run_budget(size: RunSize) -> None:
     """Refuse, before anything is fitted, a run above the dashboard's per-run budget."""
-    if size.n_features > MAX_PLAYERS:
-        raise CpdecompError(
-            f"{size.n_features} features is more than the {MAX_PLAYERS} the dashboard can "
-            "explain; choose fewer features on the Data page")
     if size.design_error is not None:  # said now, not after the models are fitted
         raise CpdecompError(size.design_error)
     cells = size.cells

@@ -7,6 +7,7 @@ total games and φ_T = φ_C + φ_I holds exactly. Methods that are not linear ar
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from math import comb
 
 from core.attribution.banzhaf import DEFAULT_BANZHAF_SAMPLES, banzhaf_design, sampled_banzhaf_design
 from core.attribution.base import Design, MatrixDesign
@@ -61,6 +62,44 @@ PERMUTATION_RULE = ("the smallest that keeps φ_C's SE within the target at ever
 KERNEL_RULE = ("the smallest that keeps φ_C's SE within the target at every d: the regression's "
                "SE grows slowly with d")
 
+CoalitionBound = Callable[[int, int], int]
+"""bound(n_players, budget) -> the most distinct coalitions the design can have."""
+
+
+def _all_subsets(d: int, budget: int) -> int:
+    return 2**d
+
+
+def _prefixes(d: int, orders: int) -> int:
+    """Most distinct prefixes of `orders` orders of d players: ∅, N and, of each size k, at
+    most one per order and at most C(d, k)."""
+    return 2 + sum(min(comb(d, k), orders) for k in range(1, d)) if d else 1
+
+
+def _permutation_prefixes(d: int, budget: int) -> int:
+    """Permutations rounded up to antithetic pairs: each order's prefixes."""
+    return _prefixes(d, budget + budget % 2)
+
+
+def _shap_permutation_prefixes(d: int, budget: int) -> int:
+    """shap's forward/backward pairs (rounded up): each order's prefixes."""
+    return _prefixes(d, budget + budget % 2)
+
+
+def _sampled_coalitions(d: int, budget: int) -> int:
+    """The budget's coalitions with ∅ and N, capped at all 2^d."""
+    return min(2**d, budget + 2)
+
+
+def _banzhaf_neighbours(d: int, budget: int) -> int:
+    """Each sampled coalition and it with each player flipped (d + 1 a sample), ∅ and N."""
+    return min(2**d, budget * (d + 1) + 2)
+
+
+def _leave_one_out(d: int, budget: int) -> int:
+    return d + 2
+
+
 @dataclass(frozen=True)
 class Method:
     """One attribution method: how the engine builds it and what it offers."""
@@ -73,8 +112,16 @@ class Method:
     """None: the method takes no budget (it ignores one)."""
     efficient: bool
     """Σφ = v(N) − v(∅) for every game (Shapley estimators; not Banzhaf or leave-one-out)."""
+    most_coalitions: CoalitionBound
+    """An upper bound on the design's coalitions without building it: a budget check can
+    refuse a run whose design would not fit in memory before building it."""
     max_players: int | None = None
     """Players past which the builder refuses (it enumerates all 2^d coalitions); None: any."""
+
+    def coalitions_at_most(self, n_players: int, budget: int | None = None) -> int:
+        """most_coalitions at this budget (the default one when None)."""
+        used = budget if budget is not None else (self.budget.default if self.budget else 0)
+        return self.most_coalitions(n_players, int(used))
 
 
 _PERMUTATIONS = Budget("permutations", DEFAULT_PERMUTATIONS, _at_least_two, PERMUTATION_RULE)
@@ -82,21 +129,22 @@ _KERNEL = Budget("coalitions", DEFAULT_KERNEL_BUDGET, minimum_kernel_budget, KER
 
 METHODS: dict[str, Method] = {method.name: method for method in (
     Method("exact", "Exact Shapley (all coalitions)", exact_shapley_design, None, True,
-           MAX_EXACT_PLAYERS),
+           _all_subsets, MAX_EXACT_PLAYERS),
     Method("permutation", "Permutation sampling (antithetic)", permutation_design, _PERMUTATIONS,
-           True),
+           True, _permutation_prefixes),
     Method("kernel", "KernelSHAP (paired sampling, exact at 2^d)", kernel_shap_design, _KERNEL,
-           True),
+           True, _sampled_coalitions),
     Method("shap-kernel", "shap KernelExplainer (l1_reg=False)", shap_kernel_design, _KERNEL,
-           True),
+           True, _sampled_coalitions),
     Method("shap-permutation", "shap PermutationExplainer", shap_permutation_design,
-           _PERMUTATIONS, True),
+           _PERMUTATIONS, True, _shap_permutation_prefixes),
     Method("banzhaf", "Banzhaf (exact; not efficient)", banzhaf_design, None, False,
-           MAX_EXACT_PLAYERS),
+           _all_subsets, MAX_EXACT_PLAYERS),
     Method("banzhaf-sampled", "Banzhaf, sampled (not efficient)", sampled_banzhaf_design,
-           Budget("sampled coalitions", DEFAULT_BANZHAF_SAMPLES, _at_least_two), False),
+           Budget("sampled coalitions", DEFAULT_BANZHAF_SAMPLES, _at_least_two), False,
+           _banzhaf_neighbours),
     Method("leave-one-out", "Leave-one-out / occlusion (not efficient)", leave_one_out_design,
-           None, False),
+           None, False, _leave_one_out),
 )}
 """The one registry of methods, in menu order. The defaults of the Shapley estimators' budgets
 are chosen by TARGET_RELATIVE_SE (see Budget.rule)."""

@@ -88,7 +88,8 @@ def test_the_masking_plan_asks_core_of_a_fitted_probe(model, family, fast) -> No
     assert plan.fast is fast
     if not fast:
         assert plan.rows_per_second > 0
-        seconds = planning.brute_force_seconds(plan, "exact", None, 10, 200, 64, 0)
+        seconds = planning.brute_force_seconds(
+            plan, planning.coalition_count("exact", 10, None, 0), 200, 64)
         # 2**10 coalitions x 200 rows x 64 background rows at the measured speed
         np.testing.assert_allclose(seconds, 1024 * 200 * 64 / plan.rows_per_second, rtol=1e-9)
 

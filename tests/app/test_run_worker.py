@@ -19,7 +19,6 @@ from app import runs
 from app.sources import load_sample
 from core import StudyOptions, prepare_study
 from core.cancel import Cancelled, cancellable
-from core.coalitions import MAX_PLAYERS
 
 KEY = ("exact", 0.1, "width", None)
 # linear + gamma masks by brute force: the slow path, with checkpoints between model calls.
@@ -122,10 +121,11 @@ def test_the_same_report_asked_twice_is_computed_once_and_a_stop_leaves_good_cac
 def test_a_run_over_the_budget_is_refused_before_anything_is_fitted():
     from core.errors import CpdecompError
 
-    wide = runs.RunSize(n_features=MAX_PLAYERS + 1, n_train=10, n_explained=10, background=1,
-                         coalitions=None, brute_force_seconds=0.0)
-    with pytest.raises(CpdecompError, match="more than the 62"):
-        runs.check_run_budget(wide)
+    exact = runs.RunSize(n_features=20, n_train=10, n_explained=10, background=1,
+                          coalitions=None, brute_force_seconds=None,
+                          design_error="exact Shapley supports at most 16 features")
+    with pytest.raises(CpdecompError, match="at most 16"):
+        runs.check_run_budget(exact)
     big = runs.RunSize(n_features=10, n_train=100, n_explained=10_000, background=64,
                         coalitions=runs.MAX_RUN_CELLS // 10_000 + 1, brute_force_seconds=0.0)
     with pytest.raises(CpdecompError, match="command line"):
