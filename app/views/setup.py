@@ -255,7 +255,7 @@ run = st.session_state.get("last_run")
 if run is not None:
     done = state.results(units="width")
     if done is not None:
-        n = len(done.report.patient_ids)
+        n = done.shown.n
         st.success(f"Results for {n} patients ({markdown_text(run.dataset_name)}; "
                    f"{markdown_text(planning.run_model_name())}, {run.options.family}, "
                    f"α = {run.alpha:g}, "
