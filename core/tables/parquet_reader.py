@@ -46,7 +46,7 @@ def iter_parquet(path: Path, name: str, text_columns: Sequence[str], limits: Tab
     dictionary = _measure(path, name, limits)
     start = 0
     try:
-        with _opened(path, dictionary) as parquet:
+        with _opened(path, dictionary, streamed=True) as parquet:
             schema = parquet.schema_arrow
             for batch in parquet.iter_batches(batch_size=rows, use_threads=False):
                 arrow = pa.Table.from_arrays([_plain(c) for c in batch.columns],
@@ -64,9 +64,20 @@ def _unreadable(name: str, exc: BaseException) -> CpdecompError:
                          reason="unreadable")
 
 
-def _opened(path: Path, dictionary: list[str]):
+STREAM_BUFFER = 1 << 20
+"""Bytes read at a time while streaming a column chunk (see _opened)."""
+
+
+def _opened(path: Path, dictionary: list[str], streamed: bool = False):
+    """The file, opened to read whole or (streamed) a batch at a time. Streamed, its column
+    chunks are read through a small buffer rather than each row group's bytes fetched and held
+    at once: pandas writes up to a million rows in one row group, and holding it (96 MB for
+    12 float columns) was most of the memory a million-patient run took above a 10^4 one."""
     import pyarrow.parquet as pq
 
+    if streamed:
+        return pq.ParquetFile(path, read_dictionary=dictionary, pre_buffer=False,
+                              buffer_size=STREAM_BUFFER)
     return pq.ParquetFile(path, read_dictionary=dictionary)
 
 
@@ -95,7 +106,7 @@ def _measure(path: Path, name: str, limits: TableLimits) -> list[str]:
             # Prefix-compressed text (DELTA_BYTE_ARRAY) cannot be read into a dictionary.
             streamed = [c for c in text if not _has_dictionary_encodings(metadata, c)]
         dictionary = [c for c in text if c not in streamed]
-        with _opened(path, dictionary) as parquet:
+        with _opened(path, dictionary, streamed=True) as parquet:
             for column in text:
                 measure = _stream_text_bytes if column in streamed else _dictionary_text_bytes
                 decoded += measure(parquet, column, name, limits)
