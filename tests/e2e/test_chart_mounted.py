@@ -26,9 +26,10 @@ DRAWN = """(selector) => {
     // plotly's own decoded traces: what it drew, whatever form the JSON sent
     traces: plot._fullData.map(t => ({name: t.name || null, x: Array.from(t.x || [], Number),
                                       y: Array.from(t.y || [], String)})),
-    // the feature labels as text on screen
-    ticks: Array.from(plot.querySelectorAll('.yaxislayer-above .ytick text'),
-                      t => t.textContent),
+    // the feature labels as text on screen, top to bottom
+    ticks: Array.from(plot.querySelectorAll('.yaxislayer-above .ytick text'))
+      .map(t => [t.getBoundingClientRect().top, t.textContent])
+      .sort((a, b) => a[0] - b[0]).map(t => t[1]),
   };
 }"""
 
@@ -87,7 +88,8 @@ def test_a_switch_updates_the_mounted_charts_in_place(tmp_path: Path) -> None:
             # ...showing another patient's numbers.
             assert switched[chart]["traces"] != first[chart]["traces"], chart
         new_bars = switched["bars"]
-        # The labels on screen follow the new patient's feature order (by |total|).
+        # The labels on screen, top to bottom, follow the new patient's feature order (by
+        # |total|; the axis runs top down).
         assert new_bars["ticks"] == list(new_bars["traces"][0]["y"])
 
         # A fresh mount for the same patient (leave the page and come back) draws the same.
