@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 from dashboard_driver import STEP_TIMEOUT, dashboard_page, open_page, run_sample, settle
 
+from app import chart_component
+
 pytestmark = pytest.mark.slow
 
+SCRIPT = f"./component/app.chart_component.plotly_js/{chart_component.PLOTLY_SCRIPT}"
 CHARTS = {"bars": ".st-key-patient_bars .js-plotly-plot",
           "waterfall": ".st-key-patient_waterfall .js-plotly-plot"}
 
@@ -103,6 +106,19 @@ def test_a_switch_updates_the_mounted_charts_in_place(tmp_path: Path) -> None:
             assert fresh["marker"] is None  # a new element: the marker test can fail
             assert fresh["traces"] == switched[chart]["traces"], chart
             assert fresh["ticks"] == switched[chart]["ticks"], chart
+
+        # The plotly package's plotly.js, which the chart loads when the page has no
+        # plotly.js of the same major version, is served by the dashboard itself.
+        served = page.evaluate("""async (path) => {
+            const answer = await fetch(new URL(path, document.baseURI));
+            const text = await answer.text();
+            return {status: answer.status, type: answer.headers.get('content-type'),
+                    head: text.slice(0, 200), sets: text.includes('window.Plotly = Plotly')};
+        }""", SCRIPT)
+        assert served["status"] == 200
+        assert "javascript" in served["type"]
+        assert f"plotly.js v{chart_component.PLOTLY_VERSION}" in served["head"]
+        assert served["sets"]
 
         # Hover texts survive the in-place update.
         page.locator(".st-key-patient_next button").click()
