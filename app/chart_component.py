@@ -19,6 +19,7 @@ serves plotly's folder (the v1 component itself is never drawn).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import plotly
@@ -125,8 +126,8 @@ def _plotly_files() -> str:
     return folder.rstrip("/") + "/" + PLOTLY_SCRIPT
 
 
-def mounted_chart(figure: go.Figure, config: dict[str, object], key: str) -> None:
+def mounted_chart(figure: go.Figure, config: Mapping[str, object], key: str) -> None:
     """Draw `figure` in the slot `key`, updating the chart already there if there is one."""
-    _mount(key=key, data={"figure": pio.to_json(figure, validate=False), "config": config,
+    _mount(key=key, data={"figure": pio.to_json(figure, validate=False), "config": dict(config),
                           "script": _plotly_files(), "version": PLOTLY_VERSION},
            width="stretch", height="content")

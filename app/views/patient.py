@@ -3,6 +3,8 @@ bars side by side.
 
 Every patient was explained by the run, so switching patient only indexes into the report; the
 panel is a fragment, so a switch reruns the panel alone, and its figures are kept per patient.
+Its charts are mounted charts (app/chart_component.py), one key per slot: a switch redraws the
+charts on the page in place instead of building new ones.
 """
 
 from __future__ import annotations
