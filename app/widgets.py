@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import charts, state, summaries
+from app import chart_component, charts, state, summaries
 
 UNIT_LABELS = {"width": "width units", "log": "log units"}
 CHART_CONFIG = {"displaylogo": False}
@@ -43,8 +43,16 @@ def units_toggle(run: state.RunConfig) -> None:
                       "scaled by one factor, so they still add up.")
 
 
-def chart(figure: go.Figure, key: str | None = None) -> None:
-    st.plotly_chart(figure, config=CHART_CONFIG, theme=None, key=key)
+def chart(figure: go.Figure, key: str | None = None, *, mounted: bool = False) -> None:
+    """Every chart of the app. `mounted` (which needs a key) keeps the slot's chart on the page
+    and redraws it in place when the figure changes (app/chart_component.py): for the charts a
+    patient switch changes, where st.plotly_chart would build a new chart each time."""
+    if mounted:
+        if key is None:
+            raise ValueError("a mounted chart needs a key: it names the slot it stays in")
+        chart_component.mounted_chart(figure, CHART_CONFIG, key)
+    else:
+        st.plotly_chart(figure, config=CHART_CONFIG, theme=None, key=key)
 
 
 def results_preview(results: state.Results) -> None:

@@ -13,7 +13,9 @@
   in Streamlit's AppTest (what the server spends); with --browser, from clicking Next in
   chromium until the new patient's heading is on screen (what a user waits), side by side in
   the same run with a trivial Streamlit app's button round trip (click → new text on screen):
-  the ratio is what the dashboard adds to Streamlit's own floor (target ≤ 3×).
+  the ratio is what the dashboard adds to Streamlit's own floor (target ≤ 3×). Also timed
+  until both of the patient's charts show the new patient's data: the heading can be on
+  screen before the charts are redrawn.
 * Cohort page, with --browser: from clicking Cohort until its charts are drawn, on the first
   visit after each of four Runs and on visits again from Setup (target: first ≤ 1.5× again).
 
@@ -111,8 +113,19 @@ st.subheader(f"Clicked {st.session_state['clicks']} times")
 """The baseline: one button and one line of text, the least a Streamlit round trip costs."""
 
 
-def _click_times(page, button: str, heading, switches: int) -> list[float]:
-    """Seconds from clicking `button` until `heading` shows new text, `switches` times."""
+CHART_DATA = """() => Array.from(document.querySelectorAll('.js-plotly-plot'),
+    plot => JSON.stringify((plot.data || []).map(trace => [trace.x, trace.y])))"""
+"""Every plotly chart's drawn data (plotly keeps a figure's traces on its div as `data`),
+whichever element drew it: the same for st.plotly_chart and for app/plot's mounted chart."""
+
+
+def _click_times(page, button: str, heading, switches: int,
+                 charts: list[float] | None = None) -> list[float]:
+    """Seconds from clicking `button` until `heading` shows new text, `switches` times.
+
+    With `charts`, also the seconds until every chart on the page shows new data (appended to
+    it): a heading on screen before its charts are drawn is not yet the new patient.
+    """
     from dashboard_driver import settle
     from playwright.sync_api import expect
 
@@ -120,10 +133,18 @@ def _click_times(page, button: str, heading, switches: int) -> list[float]:
     for _ in range(switches):
         settle(page)
         before = heading.inner_text()
+        drawn = page.evaluate(CHART_DATA) if charts is not None else []
         start = time.perf_counter()
         page.locator(f".st-key-{button} button").click()
         expect(heading).not_to_have_text(before, timeout=30_000)
         times.append(time.perf_counter() - start)
+        if charts is not None:
+            page.wait_for_function(
+                f"""(before) => {{ const now = ({CHART_DATA})();
+                    return now.length === before.length
+                        && now.every((data, i) => data !== before[i]); }}""",
+                arg=drawn, timeout=30_000, polling="raf")
+            charts.append(time.perf_counter() - start)
     return times
 
 
@@ -198,7 +219,7 @@ def time_browser(switches: int) -> dict[str, list[float]]:
     port = free_port()
     trivial_command = [*dashboard_command(port)]
     trivial_command[trivial_command.index(str(MAIN))] = str(trivial)
-    times: dict[str, list[float]] = {"switch": [], "trivial": []}
+    times: dict[str, list[float]] = {"switch": [], "switch charts": [], "trivial": []}
     with sync_playwright() as playwright, \
             streamlit_server(environment, folder / "server.log") as (url, _), \
             streamlit_server(environment, folder / "trivial.log", command=trivial_command,
@@ -219,7 +240,8 @@ def time_browser(switches: int) -> dict[str, list[float]]:
         expect(counter).to_be_visible(timeout=30_000)
         # Alternating rounds, so a busy moment on the machine hits both sides alike.
         for _ in range(max(switches // 5, 1)):
-            times["switch"] += _click_times(page, "patient_next", heading, 5)
+            times["switch"] += _click_times(page, "patient_next", heading, 5,
+                                            charts=times["switch charts"])
             times["trivial"] += _click_times(baseline, "next", counter, 5)
         browser.close()
     return times
@@ -280,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
             f"(click → new text), alternating with it in the same run: "
             f"{summary(browser['trivial'])}. Ratio of medians "
             f"**{ratio(browser, 'switch', 'trivial'):.1f}×** (target ≤ 3×).",
+            f"* Switch patient until both its charts show the new patient's data too: "
+            f"{summary(browser['switch charts'])}; ratio of medians to the trivial app "
+            f"**{ratio(browser, 'switch charts', 'trivial'):.1f}×**.",
             f"* Cohort page (click in the navigation → its {COHORT_CHARTS} charts drawn): first "
             f"visit after the browser session's first Run "
             f"{1000 * browser['cohort first'][0]:.0f} ms (the Data page, where the session "

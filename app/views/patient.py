@@ -3,6 +3,8 @@ bars side by side.
 
 Every patient was explained by the run, so switching patient only indexes into the report; the
 panel is a fragment, so a switch reruns the panel alone, and its figures are kept per patient.
+Its charts are mounted charts (app/chart_component.py), one key per slot: a switch redraws the
+charts on the page in place instead of building new ones.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def patient_panel() -> None:
         cols[3].metric("Observed", "unknown")
 
     st.subheader(f"Why is patient {markdown_text(patient)}'s interval this wide?")
-    widgets.chart(cases.bars_figure(e, position))
+    widgets.chart(cases.bars_figure(e, position), key="patient_bars", mounted=True)
     with st.container(key="patient_reading"):
         st.markdown(markdown_text(cases.case_reading(width, position, unit=outcome.unit)))
     if clipped[position]:
@@ -103,7 +105,7 @@ def patient_panel() -> None:
                    "errors, and the table lists each standard error. A larger budget on the "
                    "Setup page shrinks them as 1/√budget.")
 
-    widgets.chart(cases.waterfall_figure(e, position))
+    widgets.chart(cases.waterfall_figure(e, position), key="patient_waterfall", mounted=True)
     if not e.efficient:
         st.caption("This attribution method is not efficient: the attributions do not add up "
                    "to the width's change, and the waterfall shows the rest as 'not "
@@ -223,7 +225,7 @@ def standard_shap(position: int) -> None:
         # Built only when asked for: a switch with the toggle off builds no figure for it.
         figure = cases.fixed_quantile_figure(e, position, width.units_label)
         assert figure is not None  # the run computed the comparator (checked above)
-        widgets.chart(figure, key="fixed_q_chart")
+        widgets.chart(figure, key="fixed_q_chart", mounted=True)
         st.caption(
             "A standard SHAP of the interval keeps the calibration set's quantile fixed, so it "
             "only sees how this patient's own values change the width: it has no "
@@ -309,7 +311,7 @@ def show_edited(position: int, values: dict[str, object], edited) -> None:
     texts = [cases.display_value(values[f]) for f in edited.decomposition.features]
     widgets.chart(cases.decomposition_bars(edited.decomposition, 0, e.units_label, texts,
                                            e.number_scale),
-                  key="whatif_chart")
+                  key="whatif_chart", mounted=True)
 
 
 def compare(position: int) -> None:
@@ -332,7 +334,7 @@ def compare(position: int) -> None:
                             f"[{num(shown_lower[shown])}, {num(shown_upper[shown])}]"
                             + (" ✂" if clipped[shown] else "")
                             + f" · width {num(e.width[shown])}")
-                widgets.chart(cases.bars_figure(e, shown), key=f"compare_{side}")
+                widgets.chart(cases.bars_figure(e, shown), key=f"compare_{side}", mounted=True)
                 st.caption(markdown_text(cases.case_reading(width, shown, unit=outcome.unit)))
 
 

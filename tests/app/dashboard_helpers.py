@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 import string
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
 from streamlit.testing.v1 import AppTest
 
 from app.text import WORD_JOINER
@@ -67,3 +70,10 @@ def figure_numbers(value) -> np.ndarray:
     if isinstance(value, dict):
         return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
     return np.asarray(value, dtype=float)
+
+
+def mounted_figures(at: AppTest) -> dict[str, go.Figure]:
+    """The page's mounted charts (app/chart_component.py) by slot key, in page order: the
+    figure each was sent, as st.plotly_chart's spec is read for the other charts."""
+    return {chart.key: pio.from_json(json.loads(chart.proto.json)["figure"])
+            for chart in at.get("bidi_component")}

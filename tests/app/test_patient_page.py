@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from dashboard_helpers import errors, new_app, run_linear
+from dashboard_helpers import errors, mounted_figures, new_app, run_linear
 
 
 def patient_page():
@@ -19,7 +19,8 @@ def heading(at) -> str:
 def test_patient_views() -> None:
     at = patient_page()
     assert errors(at) == []
-    assert len(at.get("plotly_chart")) == 2  # side-by-side bars, waterfall
+    # side-by-side bars and waterfall, each kept mounted in its slot across switches
+    assert list(mounted_figures(at)) == ["patient_bars", "patient_waterfall"]
     assert heading(at) == "Why is patient P0004's interval this wide?"
     labels = [m.label for m in at.metric]
     assert labels[:3] == ["Prediction", "Interval (90%)", "Width"]
@@ -53,7 +54,7 @@ def test_log_units_toggle() -> None:
     at = patient_page()
     at.radio(key="units").set_value("log").run()
     assert errors(at) == []
-    assert len(at.get("plotly_chart")) == 2
+    assert list(mounted_figures(at)) == ["patient_bars", "patient_waterfall"]
 
 
 def test_the_reading_and_comparing_two_patients() -> None:
@@ -64,5 +65,6 @@ def test_the_reading_and_comparing_two_patients() -> None:
     at.toggle(key="compare_on").set_value(True).run()
     at.selectbox(key="compare_patient").set_value(7).run()
     assert errors(at) == []
-    assert len(at.get("plotly_chart")) == 4  # and both patients' panels
+    assert list(mounted_figures(at)) == ["patient_bars", "patient_waterfall", "compare_this",
+                                         "compare_other"]  # and both patients' panels
     assert at.selectbox(key="compare_patient").value == 7

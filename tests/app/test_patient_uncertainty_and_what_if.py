@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-import plotly.io as pio
-from dashboard_helpers import errors, figure_numbers, new_app, run_linear, shown
+from dashboard_helpers import (
+    errors,
+    figure_numbers,
+    mounted_figures,
+    new_app,
+    run_linear,
+    shown,
+)
 
 from app import charts, sources
 from app.reading import patient_reading
@@ -39,7 +45,8 @@ def independent_report(at):
 
 
 def figures(at) -> list[go.Figure]:
-    return [pio.from_json(chart.proto.spec) for chart in at.get("plotly_chart")]
+    """The Patient page's charts in page order (they are all mounted charts)."""
+    return list(mounted_figures(at).values())
 
 
 array = figure_numbers
@@ -96,7 +103,7 @@ def test_the_reading_does_not_state_an_unsettled_calibration_sign() -> None:
 
 def test_standard_shap_panel_is_off_by_default_and_shows_the_fixed_quantile_view() -> None:
     at = patient_page()
-    assert len(at.get("plotly_chart")) == 2
+    assert len(figures(at)) == 2
     assert at.toggle(key="fixed_q_on").value is False
     at.toggle(key="fixed_q_on").set_value(True).run()
     assert errors(at) == []

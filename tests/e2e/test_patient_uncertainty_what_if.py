@@ -56,7 +56,7 @@ def checks(page, url: str) -> None:
 
     run_sample(page, url)
     open_page(page, "Patient")
-    bars = page.get_by_test_id("stPlotlyChart").first
+    bars = page.locator(".js-plotly-plot").first  # the Patient page's charts stay mounted
     expect(bars).to_be_visible(timeout=STEP_TIMEOUT)
     # The ? mark sits on the shared feature axis; the caption says how many.
     expect(bars.locator("g.ytick text").filter(has_text="?").first).to_be_visible()
@@ -66,10 +66,10 @@ def checks(page, url: str) -> None:
     shots(page, "patient-uncertainty", bars)
 
     # The standard SHAP panel: off by default, then one more chart with its sentence.
-    charts_before = page.get_by_test_id("stPlotlyChart").count()
+    charts_before = page.locator(".js-plotly-plot").count()
     page.locator(".st-key-fixed_q_on").get_by_text("Show what a standard SHAP").click()
     settle(page)
-    expect(page.get_by_test_id("stPlotlyChart")).to_have_count(charts_before + 1)
+    expect(page.locator(".js-plotly-plot")).to_have_count(charts_before + 1)
     sentence = page.get_by_text(re.compile("has no calibration-driven part"))
     expect(sentence).to_be_visible()
     shots(page, "patient-standard-shap", page.locator(".st-key-fixed_q_chart"))
