@@ -9,6 +9,7 @@ kept per (run, units, patient), or per (run, units) for the cohort's.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -345,12 +346,20 @@ WARM_PATIENTS = 200
 order); past them a patient's are built on its first visit."""
 
 
-def prepare(shown: Shown, patients: int = WARM_PATIENTS) -> None:
+WARM_PACE = 0.02
+"""Seconds `prepare` rests between two patients: it never holds the interpreter for more than
+one patient's build (about 3 ms), so a page another session (or this one) runs meanwhile waits
+for it by that much at most."""
+
+
+def prepare(shown: Shown, patients: int = WARM_PATIENTS, pace: float = WARM_PACE) -> None:
     """Build what the result pages draw of a run before anyone asks: the Cohort page's numbers
-    and charts, then the first `patients` patients' bars, waterfall and table. Called by the
-    run's worker as the run ends; a page finds them kept and only draws."""
+    and charts, then the first `patients` patients' bars, waterfall and table, resting `pace`
+    seconds between patients. Called by the run's worker as the run ends; a page finds them
+    kept and only draws."""
     cohort_figures(shown)
     for position in range(min(shown.n, patients, KEPT_PER_PROCESS // 3 - 1)):
         bars_figure(shown, position)
         waterfall_figure(shown, position)
         patient_table(shown, position)
+        time.sleep(pace)

@@ -106,7 +106,7 @@ def test_the_kept_cohort_charts_are_those_built_from_the_report(prepared) -> Non
 
 def test_prepared_patients_are_the_figures_a_switch_would_build(prepared) -> None:
     _, record = prepared
-    cases.prepare(record, patients=3)
+    cases.prepare(record, patients=3, pace=0.0)
     for position in range(3):
         key = ("bars", record.key, position)
         assert key in cases._kept
