@@ -24,6 +24,7 @@ from app.reading import patient_reading
 from app.reviews import ReviewEvent
 from app.shown import Shown, disagreement_flags
 from app.text import people_number
+from core.bounded import BoundedCache
 from core.decomposition import Decomposition
 from core.missing import is_missing
 
@@ -346,6 +347,9 @@ WARM_PATIENTS = 200
 order); past them a patient's are built on its first visit."""
 
 
+_prepared: BoundedCache[Shown, bool] = BoundedCache(16)
+"""Records `prepare` has been called with (the latest; a record is one run in one units)."""
+
 WARM_PACE = 0.02
 """Seconds `prepare` rests between two patients: it never holds the interpreter for more than
 one patient's build (about 3 ms), so a page another session (or this one) runs meanwhile waits
@@ -356,8 +360,13 @@ def prepare(shown: Shown, patients: int = WARM_PATIENTS, pace: float = WARM_PACE
     """Build what the result pages draw of a run before anyone asks: the Cohort page's numbers
     and charts, then the first `patients` patients' bars, waterfall and table, resting `pace`
     seconds between patients. Called by the run's worker as the run ends; a page finds them
-    kept and only draws."""
+    kept and only draws. Once per record: the workers of other sessions that waited for the same
+    run find it prepared, or being prepared, and leave it."""
     cohort_figures(shown)
+    with _kept_lock:
+        if shown in _prepared:
+            return
+        _prepared[shown] = True
     for position in range(min(shown.n, patients, KEPT_PER_PROCESS // 3 - 1)):
         bars_figure(shown, position)
         waterfall_figure(shown, position)
