@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,6 @@ from app.reading import patient_reading
 from app.reviews import ReviewEvent
 from app.shown import Shown, disagreement_flags
 from app.text import people_number
-from core.bounded import BoundedCache
 from core.decomposition import Decomposition
 from core.missing import is_missing
 
@@ -347,8 +347,8 @@ WARM_PATIENTS = 200
 order); past them a patient's are built on its first visit."""
 
 
-_prepared: BoundedCache[Shown, bool] = BoundedCache(16)
-"""Records `prepare` has been called with (the latest; a record is one run in one units)."""
+_prepared: weakref.WeakSet[Shown] = weakref.WeakSet()
+"""Records `prepare` has been called with (held weakly: a record goes with its report)."""
 
 WARM_PACE = 0.02
 """Seconds `prepare` rests between two patients: it never holds the interpreter for more than
@@ -366,7 +366,7 @@ def prepare(shown: Shown, patients: int = WARM_PATIENTS, pace: float = WARM_PACE
     with _kept_lock:
         if shown in _prepared:
             return
-        _prepared[shown] = True
+        _prepared.add(shown)
     for position in range(min(shown.n, patients, KEPT_PER_PROCESS // 3 - 1)):
         bars_figure(shown, position)
         waterfall_figure(shown, position)

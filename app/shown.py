@@ -8,6 +8,7 @@ a `Shown` is plain data, so the figures built from it can be kept per (run, unit
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cached_property
@@ -205,9 +206,8 @@ def shown_report(report: Report, key: Hashable, target: str) -> Shown:
 
 
 KEPT_RECORDS = 16
-"""Records kept, shared by the sessions: one per (run, units) in use; each holds references to
-its report's arrays, plus a few small ones of its own."""
-_records: BoundedCache[Hashable, tuple[Report, Shown]] = BoundedCache(KEPT_RECORDS)
+"""Records kept, shared by the sessions: one per (run, units) in use."""
+_records: BoundedCache[Hashable, tuple[weakref.ref[Report], Shown]] = BoundedCache(KEPT_RECORDS)
 _records_lock = threading.Lock()
 
 
@@ -216,15 +216,26 @@ def shown_for(report: Report, key: Hashable, target: str) -> Shown:
     same run gets the same record (and what was kept with it: the Cohort page's numbers).
 
     Kept by `key` and checked against the report itself, so a report computed again (its study
-    refitted after it left the cache) gets a record of its own."""
+    refitted after it left the cache) gets a record of its own. The record goes when its report
+    does: the cache holds the report weakly, so a study the housekeeping released (a session
+    that left) is not kept alive through its records' arrays."""
     with _records_lock:
         found = _records.get(key)
-        if found is not None and found[0] is report:
+        if found is not None and found[0]() is report:
             return found[1]
     record = shown_report(report, key, target)
     with _records_lock:
         found = _records.get(key)
-        if found is not None and found[0] is report:
+        if found is not None and found[0]() is report:
             return found[1]  # another session built it meanwhile: one record for all
-        _records[key] = (report, record)
+        _records[key] = (weakref.ref(report), record)
+    weakref.finalize(report, _forget, key, record)
     return record
+
+
+def _forget(key: Hashable, record: Shown) -> None:
+    """Drop `record` once its report is gone (unless a newer record took its key)."""
+    with _records_lock:
+        found = _records.get(key)
+        if found is not None and found[1] is record:
+            _records.pop(key)

@@ -9,12 +9,13 @@ figure against one built anew from the report's own arrays.
 from __future__ import annotations
 
 import copy
+import gc
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from app import cases, charts, runs, summaries
+from app import cases, charts, runs, shown, summaries
 from app.shown import shown_for
 from app.sources import load_sample
 from core import StudyOptions
@@ -129,3 +130,8 @@ def test_one_record_per_report() -> None:
     other = shown_for(again, ("another key", "width"), "progression")
     assert other is not record
     np.testing.assert_array_equal(other.width, record.width)
+    # A record goes with its report: a released study is not kept alive through it.
+    assert ("another key", "width") in shown._records
+    del again
+    gc.collect()
+    assert ("another key", "width") not in shown._records
