@@ -1,15 +1,19 @@
-"""One patient's case: the table, figures and facts the Patient page and the HTML summary share.
+"""One patient's case: the table, figures and facts the Patient page and the HTML summary share;
+and the Cohort page's figures.
 
 Every function here takes data (a `Shown`, a decomposition) and never the session: the page
 passes in what it read from the session, so a figure is a pure function of its inputs and is
-kept per (run, units, patient).
+kept per (run, units, patient), or per (run, units) for the cohort's.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -32,9 +36,14 @@ _kept: OrderedDict[tuple, object] = OrderedDict()
 _kept_lock = threading.Lock()
 
 
+COHORT = -1
+"""The position the cohort's own figures are kept under (no patient's)."""
+
+
 def kept(kind: str, shown: Shown, position: int, build: Callable[[], T]) -> T:
     """One patient's figure or table, built once per (run, units, patient, kind): going back to
-    a patient, or a rerun of the page that does not change the patient, reuses it.
+    a patient, or a rerun of the page that does not change the patient, reuses it (position
+    COHORT: the cohort's figures, once per run and units).
 
     `shown.key` (the run's configuration and the units) fixes the report (a refitted study is
     the same, the fit being seeded), so it keys the cache with the position. Callers never
@@ -279,3 +288,87 @@ def case_html(shown: Shown, position: int, facts: Mapping[str, str],
                   "reviewer": r.reviewer} for r in reviews],
         notes=notes,
     )
+
+
+@dataclass(frozen=True)
+class CohortFigures:
+    """The Cohort page's four charts (kept: do not change them)."""
+
+    widths: go.Figure
+    calibration: go.Figure
+    instance: go.Figure
+    disagreement: go.Figure
+    calibration_whiskers: bool
+    """The calibration-driven chart has its bootstrap whiskers (one vector for the cohort and
+    a run with the bootstrap)."""
+    calibration_band: bool
+    """... and the green band of redrawn backgrounds."""
+
+
+def cohort_figures(shown: Shown) -> CohortFigures:
+    """The cohort's charts, built once per (run, units): the run's worker builds them as the run
+    ends (`prepare`), so the page's first visit only draws."""
+    return kept("cohort", shown, COHORT, lambda: _cohort_figures(shown))
+
+
+def _cohort_figures(shown: Shown) -> CohortFigures:
+    cohort = shown.cohort
+    one_vector = cohort.one_vector
+    # The bootstrap interval is one per feature only where the vector is (a mean over patients
+    # of rescaled intervals would be no interval).
+    span = (shown.calibration_low[0], shown.calibration_high[0]) if (
+        one_vector and shown.calibration_low is not None
+        and shown.calibration_high is not None) else None
+    band = (shown.background_low[0], shown.background_high[0]) if (
+        one_vector and shown.background_low is not None
+        and shown.background_high is not None) else None
+    # The part's name alone on the title line: with its qualifier it was cut at 1280 px.
+    qualifier = "one vector for the cohort" if one_vector else "cohort mean"
+    label = (f"α = {shown.alpha:g} · calibration n = {shown.n_calibration} · background "
+             f"{shown.background_size}")
+    heading = f"Calibration-driven<br><sup>{qualifier}</sup><br><sup>{label}</sup>"
+    disagreement = cohort.disagreement
+    return CohortFigures(
+        widths=charts.width_histogram(cohort.widths, base_width=shown.base_width),
+        calibration=charts.vector_bars(shown.features, cohort.vector, cohort.order,
+                                       view="calibration", units=shown.units_label,
+                                       title=heading, span=span, scale=shown.number_scale,
+                                       band=band),
+        instance=charts.instance_distribution(shown.features, shown.instance, cohort.order,
+                                              units=shown.units_label),
+        disagreement=charts.sign_disagreement_bars(
+            disagreement["feature"], disagreement["calibration_vs_instance"],
+            disagreement["total_vs_instance"]),
+        calibration_whiskers=span is not None, calibration_band=band is not None)
+
+
+WARM_PATIENTS = 200
+"""Patients whose figures and table `prepare` builds ahead (the first, in the select box's
+order); past them a patient's are built on its first visit."""
+
+
+_prepared: weakref.WeakSet[Shown] = weakref.WeakSet()
+"""Records `prepare` has been called with (held weakly: a record goes with its report)."""
+
+WARM_PACE = 0.02
+"""Seconds `prepare` rests between two patients: it never holds the interpreter for more than
+one patient's build (about 3 ms), so a page another session (or this one) runs meanwhile waits
+for it by that much at most."""
+
+
+def prepare(shown: Shown, patients: int = WARM_PATIENTS, pace: float = WARM_PACE) -> None:
+    """Build what the result pages draw of a run before anyone asks: the Cohort page's numbers
+    and charts, then the first `patients` patients' bars, waterfall and table, resting `pace`
+    seconds between patients. Called by the run's worker as the run ends; a page finds them
+    kept and only draws. Once per record: the workers of other sessions that waited for the same
+    run find it prepared, or being prepared, and leave it."""
+    cohort_figures(shown)
+    with _kept_lock:
+        if shown in _prepared:
+            return
+        _prepared.add(shown)
+    for position in range(min(shown.n, patients, KEPT_PER_PROCESS // 3 - 1)):
+        bars_figure(shown, position)
+        waterfall_figure(shown, position)
+        patient_table(shown, position)
+        time.sleep(pace)

@@ -22,7 +22,8 @@ import numpy as np
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from app import auth, planning, sources
+from app import auth, cases, planning, sources
+from app.shown import Shown, shown_for
 from app.sources import Dataset, source_table
 from core import FAMILIES, Report, Study, StudyOptions, prepare_study, target_values
 from core.bounded import BoundedCache
@@ -182,14 +183,22 @@ STAGES = ("Fitting the model components", "Computing the calibration game",
 WAITING = "Being computed by another session; waiting for its results"
 
 
+def shown_record(config: RunConfig, report: Report, units: str) -> Shown:
+    """The run's flat record in `units`, one per report for every session (`Shown.key`: the
+    configuration and the units, which fix every number in it)."""
+    return shown_for(report, (config, units), config.options.target)
+
+
 def compute(config: RunConfig, dataset: Dataset,
-            on_progress: Callable[[float, str], None] = lambda share, label: None
-            ) -> dict[str, float]:
+            on_progress: Callable[[float, str], None] = lambda share, label: None,
+            finished: Callable[[Shown], None] = lambda record: None) -> dict[str, float]:
     """Fit (or reuse), then explain every patient; returns seconds per stage.
 
     on_progress(share done in [0, 1], what is being done) is called between stages and after
     each chunk of patients. Inside core.cancel.cancellable, a stop request ends the work at the
-    next chunk with Cancelled (a fit, once started, runs to its end).
+    next chunk with Cancelled (a fit, once started, runs to its end). The run's record in width
+    units, with the Cohort page's numbers and charts, is built before the run counts as done
+    (a few milliseconds), so the page's first visit only draws; `finished` gets it.
     """
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -199,6 +208,7 @@ def compute(config: RunConfig, dataset: Dataset,
     timings[STAGES[0]] = time.perf_counter() - start
     if handle.has_report(config.method, config.alpha, "width", config.budget,
                          config.background_bootstrap):
+        finished(prepared(config, handle))
         on_progress(1.0, "Done")
         return timings
     n = len(handle.study.patients)
@@ -219,8 +229,19 @@ def compute(config: RunConfig, dataset: Dataset,
     handle.report(config.method, config.alpha, "width", config.budget, patients_done, stage,
                   background_bootstrap=config.background_bootstrap)
     stage("Done")
+    finished(prepared(config, handle))
     on_progress(1.0, "Done")
     return timings
+
+
+def prepared(config: RunConfig, handle: StudyHandle) -> Shown:
+    """The run's record in width units (the pages' default) with the Cohort page's numbers and
+    charts built."""
+    report = handle.report(config.method, config.alpha, "width", config.budget,
+                           background_bootstrap=config.background_bootstrap)
+    record = shown_record(config, report, "width")
+    cases.cohort_figures(record)
+    return record
 
 
 MAX_RUN_CELLS = 100_000_000
@@ -408,9 +429,15 @@ class RunJob:
 
     def _work(self) -> None:
         _yield_to_interactive_work()
+        record: Shown | None = None
+
+        def keep(done: Shown) -> None:
+            nonlocal record
+            record = done
+
         try:
             with cancellable(self._should_stop):
-                self.timings = compute(self.config, self.dataset, self._progress)
+                self.timings = compute(self.config, self.dataset, self._progress, keep)
         except Cancelled:
             self.cancelled = True
         except CpdecompError as error:
@@ -429,6 +456,16 @@ class RunJob:
                 if _RUNS.get(self.owner) is self:
                     del _RUNS[self.owner]
             self.finished.set()
+        if record is not None and not self.cancelled and self.error is None:
+            # After the run is done (its results are on screen): the first patients' figures
+            # and tables, on this low-priority thread, while the user reads the results line.
+            # A patient switch then only sends them (a few milliseconds less server work per
+            # switch, which counts when many sessions switch at once).
+            try:
+                cases.prepare(record)
+            except Exception as error:  # the pages build what is missing themselves
+                logger.error("preparing the patients' figures failed with %s",
+                             type(error).__name__)
 
 
 UNWATCHED_GRACE = 3.0

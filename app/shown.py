@@ -7,14 +7,19 @@ a `Shown` is plain data, so the figures built from it can be kept per (run, unit
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
 from app import summaries
+from app.charts import feature_order
 from core import FAMILIES, Report
+from core.bounded import BoundedCache
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,6 +106,52 @@ class Shown:
         return (self.total_se is not None and self.calibration_se is not None
                 and self.instance_se is not None)
 
+    @cached_property
+    def cohort(self) -> Cohort:
+        """The Cohort page's numbers, worked out once per record (the run's worker does it as
+        the run ends, so the page's first visit only draws)."""
+        return cohort_summary(self)
+
+
+@dataclass(frozen=True, eq=False)
+class Cohort:
+    """What the Cohort page reads of a run besides the record's arrays: counts, the
+    comparable widths and the calibration-driven vector it draws."""
+
+    coverage: summaries.Coverage
+    widths: np.ndarray
+    """The comparable widths (near-ties made ties): the histogram's and the flags' widths."""
+    tied: bool
+    wider: float
+    """Share of patients whose width is above the featureless one (beyond a near-tie)."""
+    one_vector: bool
+    """The calibration-driven part is one vector for the whole cohort (the additive scale);
+    in width units a multiplicative family rescales it per patient."""
+    vector: np.ndarray
+    """That vector, or the cohort's mean of the per-patient ones."""
+    order: np.ndarray
+    """One feature order for the page: by the mean |total| over the patients."""
+    disagreement: pd.DataFrame
+    """Per feature, in `order`: the shares of patients whose views have opposite signs."""
+
+
+def cohort_summary(shown: Shown) -> Cohort:
+    widths = summaries.comparable_widths(shown.width)
+    calibration = shown.calibration
+    spread = float(np.ptp(calibration, axis=0).max()) if len(calibration) else 0.0
+    one_vector = spread <= 1e-9 * max(float(np.abs(calibration).max(initial=0.0)), 1.0)
+    vector = calibration[0] if one_vector else calibration.mean(axis=0)
+    order = feature_order(np.abs(shown.total).mean(axis=0))
+    disagreement = summaries.disagreement_shares(
+        shown.features, calibration, shown.instance, shown.total,
+        shown.calibration_unsettled, shown.instance_unsettled).iloc[order]
+    return Cohort(
+        coverage=summaries.interval_coverage(shown.targets, shown.lower, shown.upper,
+                                             shown.alpha),
+        widths=widths, tied=summaries.widths_tied(shown.width),
+        wider=float(np.mean(widths > shown.base_width * (1 + summaries.WIDTH_TIE))),
+        one_vector=one_vector, vector=vector, order=order, disagreement=disagreement)
+
 
 def disagreement_flags(calibration: np.ndarray, instance: np.ndarray, total: np.ndarray,
                        unsettled: np.ndarray | None,
@@ -152,3 +203,39 @@ def shown_report(report: Report, key: Hashable, target: str) -> Shown:
         fixed_quantile=d.fixed_quantile, efficient=bool(d.efficient),
         empty_value=float(d.empty_value), full_value=d.full_value, number_scale=scale,
     )
+
+
+KEPT_RECORDS = 16
+"""Records kept, shared by the sessions: one per (run, units) in use."""
+_records: BoundedCache[Hashable, tuple[weakref.ref[Report], Shown]] = BoundedCache(KEPT_RECORDS)
+_records_lock = threading.Lock()
+
+
+def shown_for(report: Report, key: Hashable, target: str) -> Shown:
+    """`shown_report`, built once per report: every script run of every session showing the
+    same run gets the same record (and what was kept with it: the Cohort page's numbers).
+
+    Kept by `key` and checked against the report itself, so a report computed again (its study
+    refitted after it left the cache) gets a record of its own. The record goes when its report
+    does: the cache holds the report weakly, so a study the housekeeping released (a session
+    that left) is not kept alive through its records' arrays."""
+    with _records_lock:
+        found = _records.get(key)
+        if found is not None and found[0]() is report:
+            return found[1]
+    record = shown_report(report, key, target)
+    with _records_lock:
+        found = _records.get(key)
+        if found is not None and found[0]() is report:
+            return found[1]  # another session built it meanwhile: one record for all
+        _records[key] = (weakref.ref(report), record)
+    weakref.finalize(report, _forget, key, record)
+    return record
+
+
+def _forget(key: Hashable, record: Shown) -> None:
+    """Drop `record` once its report is gone (unless a newer record took its key)."""
+    with _records_lock:
+        found = _records.get(key)
+        if found is not None and found[1] is record:
+            _records.pop(key)

@@ -17,7 +17,7 @@ from app.runs import MAX_BACKGROUND_BOOTSTRAP as MAX_BACKGROUND_BOOTSTRAP  # for
 from app.runs import RunConfig, RunJob
 from app.runs import RunSize as RunSize  # re-exported: the Setup page reads state.RunSize
 from app.runs import run_size as run_size  # re-exported: the Setup page reads state.run_size
-from app.shown import Shown, shown_report
+from app.shown import Shown
 from app.sources import Dataset, source_table
 from core import FAMILIES, MODELS, Report, Study, StudyOptions, target_values
 from core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS, METHOD_LABELS
@@ -255,7 +255,9 @@ class Results:
 
     @cached_property
     def shown(self) -> Shown:
-        return shown_report(self.report, (self.config, self.units), self.config.options.target)
+        # One record per report for every session and script run (the run's worker built it
+        # as the run ended): a page never walks the whole cohort's arrays again.
+        return runs.shown_record(self.config, self.report, self.units)
 
 
 def current_units(config: RunConfig) -> Units:

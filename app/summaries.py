@@ -5,7 +5,7 @@ Everything here rearranges or counts numbers that core computed; no attribution 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -45,12 +45,18 @@ class Coverage:
 def coverage(report: Report) -> Coverage:
     """Empirical coverage on the explained rows that have an observed target."""
     e = report.explanation
-    target = 1.0 - e.alpha
-    if report.targets is None:
+    return interval_coverage(report.targets, e.lower, e.upper, e.alpha)
+
+
+def interval_coverage(targets: np.ndarray | None, lower: np.ndarray, upper: np.ndarray,
+                      alpha: float) -> Coverage:
+    """`coverage` from the arrays themselves (the rows with an observed target)."""
+    target = 1.0 - alpha
+    if targets is None:
         return Coverage(0, 0, target)
-    y = np.asarray(report.targets, dtype=float)
+    y = np.asarray(targets, dtype=float)
     known = ~np.isnan(y)
-    inside = (y[known] >= e.lower[known]) & (y[known] <= e.upper[known])
+    inside = (y[known] >= lower[known]) & (y[known] <= upper[known])
     return Coverage(int(inside.sum()), int(known.sum()), target)
 
 
@@ -99,18 +105,26 @@ def sign_disagreement(report: Report) -> pd.DataFrame:
     """Per feature: the share of patients whose views have opposite signs. A part whose
     interval holds 0 (direction not settled: `calibration_unsettled`, `instance_unsettled`)
     has no sign, so it is never counted as opposing the other."""
-    e = report.explanation
-    d = e.decomposition
-    scale = attribution_scale(d.calibration, d.instance, d.total)
-    s_c, s_i, s_t = (signs(v, scale, SIGN_CUT) for v in (d.calibration, d.instance, d.total))
-    c_unsettled, i_unsettled = calibration_unsettled(d), instance_unsettled(d)
+    d = report.explanation.decomposition
+    return disagreement_shares(d.features, d.calibration, d.instance, d.total,
+                               calibration_unsettled(d), instance_unsettled(d))
+
+
+def disagreement_shares(features: Sequence[str], calibration: np.ndarray,
+                        instance: np.ndarray, total: np.ndarray,
+                        c_unsettled: np.ndarray | None,
+                        i_unsettled: np.ndarray | None) -> pd.DataFrame:
+    """`sign_disagreement` from the arrays themselves (patients x features) and the
+    unsettled flags (None: the run computed no interval)."""
+    scale = attribution_scale(calibration, instance, total)
+    s_c, s_i, s_t = (signs(v, scale, SIGN_CUT) for v in (calibration, instance, total))
     if c_unsettled is not None:
         s_c = np.where(c_unsettled, 0, s_c)
     if i_unsettled is not None:
         s_i = np.where(i_unsettled, 0, s_i)
-    n = max(len(e.width), 1)
+    n = max(len(total), 1)
     return pd.DataFrame({
-        "feature": list(d.features),
+        "feature": list(features),
         "calibration_vs_instance": opposite(s_c, s_i).sum(axis=0) / n,
         "total_vs_instance": opposite(s_t, s_i).sum(axis=0) / n,
     })

@@ -98,8 +98,29 @@ async def open_page(page, name: str) -> None:
     await settle(page)
 
 
+@dataclass
+class SwitchingPhase:
+    """The server's CPU seconds when the first session starts switching and when the last one
+    is done: its work for the switches alone (the Runs are over by then)."""
+
+    server_pid: int
+    start: float | None = None
+    end: float | None = None
+
+    def started(self) -> None:
+        if self.start is None:
+            self.start = process_cpu(self.server_pid)
+
+    def ended(self) -> None:
+        self.end = process_cpu(self.server_pid)  # the last session to end writes last
+
+    @property
+    def cpu(self) -> float | None:
+        return None if self.start is None or self.end is None else self.end - self.start
+
+
 async def one_session(browser, url: str, index: int, switches: int,
-                      together: asyncio.Barrier) -> SessionTimes:
+                      together: asyncio.Barrier, phase: SwitchingPhase) -> SessionTimes:
     """One clinician: run the sample, wait for the others, then step through `switches`
     patients of their own, so the switches of all N sessions overlap."""
     from playwright.async_api import expect
@@ -128,6 +149,7 @@ async def one_session(browser, url: str, index: int, switches: int,
         await expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
         waited = True
         await together.wait()
+        phase.started()
         box = page.locator(".st-key-patient [role='combobox']")
         for switch in range(switches):
             step = f"switch {switch}"
@@ -144,6 +166,7 @@ async def one_session(browser, url: str, index: int, switches: int,
             times.switches.append(time.perf_counter() - start)
             await settle(page)  # the script has finished: its message is in
             times.answers.append(min(t for t in finishes if t > start) - start)
+        phase.ended()
     except Exception as error:  # a session that fails is reported, not hidden
         times.error = f"{step}: {type(error).__name__}: {str(error).splitlines()[0][:120]}"
         if not waited:
@@ -153,7 +176,8 @@ async def one_session(browser, url: str, index: int, switches: int,
     return times
 
 
-async def run_sessions(url: str, sessions: int, switches: int) -> list[SessionTimes]:
+async def run_sessions(url: str, sessions: int, switches: int,
+                       phase: SwitchingPhase) -> list[SessionTimes]:
     from playwright.async_api import async_playwright
 
     together = asyncio.Barrier(sessions)
@@ -161,7 +185,8 @@ async def run_sessions(url: str, sessions: int, switches: int) -> list[SessionTi
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             return list(await asyncio.gather(
-                *(one_session(browser, url, i, switches, together) for i in range(sessions))))
+                *(one_session(browser, url, i, switches, together, phase)
+                  for i in range(sessions))))
         finally:
             await browser.close()
 
@@ -178,7 +203,8 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
         started = time.perf_counter()
         # Playwright's driver and chromium are children of this process and have exited (and
         # been waited for) when this returns: their CPU is in os.times()'s children fields.
-        results = asyncio.run(run_sessions(url, sessions, switches))
+        phase = SwitchingPhase(server.pid)
+        results = asyncio.run(run_sessions(url, sessions, switches, phase))
         wall = time.perf_counter() - started
         children_after = os.times()
         server_cpu = process_cpu(server.pid) - server_before
@@ -201,6 +227,8 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
         "p99": fmt(ms, 99),
         "max": fmt(ms, 100),
         "server answered p50 / p90 (ms)": f"{fmt(answers, 50)} / {fmt(answers, 90)}",
+        "server CPU per switch (ms)": (f"{1000 * phase.cpu / len(switch_times):.0f}"
+                                       if phase.cpu is not None and switch_times else "–"),
         "Run p50 / max (s)": (f"{statistics.median(runs):.1f} / {max(runs):.1f}"
                               if runs else "–"),
         "CPU s: server / browsers": f"{server_cpu:.0f} / {browser_cpu:.0f}",
@@ -446,6 +474,10 @@ def main(argv: list[str] | None = None) -> int:
         "on screen, all N sessions switching at the same time after every Run is done.",
         "* Server answered = choosing a patient → the server's \"script finished\" message "
         "on the websocket: the server's share of a switch, before the browser draws.",
+        "* Server CPU per switch = the server process's CPU seconds from the first session's "
+        "first switch to the last session's last, over the switches: what one switch costs "
+        "the server (with whatever else it did meanwhile, such as preparing the run's "
+        "patients' figures after the Runs).",
         "* Server memory: resident set once idle, and the kernel's high-water mark (VmHWM).",
         "* CPU: the dashboard server's, and that of chromium (all its processes) with "
         "Playwright's driver, over the row. On a real deployment the browsers run on the "

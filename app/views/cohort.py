@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import charts, glossary, planning, state, summaries, widgets
+from app import cases, charts, glossary, planning, state, summaries, widgets
 from app.text import markdown_text, people_number, table_format
 from app.views import interactions
 
@@ -24,7 +24,11 @@ def num(value: float, signed: bool = False) -> str:
     return people_number(value, width_scale, signed)
 
 
-cover = summaries.coverage(report)
+# Worked out by the run's worker as the run ended (kept with the run's record): the first
+# visit only draws.
+summary = e.cohort
+figures = cases.cohort_figures(e)
+cover = summary.coverage
 cols = st.columns(4)
 cols[0].metric("Patients explained", f"{e.n}")
 cols[1].metric("Median width", f"{num(np.median(e.width))}",
@@ -47,8 +51,7 @@ if cover.n:
                f"split conformal guarantees at least {cover.target:.0%} on average over "
                "calibration sets, so a small shortfall on few rows is expected noise.")
 
-widths = summaries.comparable_widths(e.width)
-tied = summaries.widths_tied(e.width)
+tied = summary.tied
 if not e.has_instance_part:
     st.info(f"Under the {config.options.family} family every patient's interval has the same "
             "width: it is set by the calibration set alone. No feature of the patient changes "
@@ -56,7 +59,7 @@ if not e.has_instance_part:
             "total equals the calibration-driven part.")
 elif tied:
     st.info("Every patient has the same width, so none stands out.")
-wider = float(np.mean(widths > e.base_width * (1 + summaries.WIDTH_TIE)))
+wider = summary.wider
 if not tied and wider > 0.5:
     st.warning(f"For {wider:.0%} of patients the model's interval is wider than the featureless "
                "one (what it would be knowing nothing about the patient): the features add "
@@ -69,39 +72,21 @@ if clipped.any():
                f"cannot take ({outcome.describe()}) and are shown clipped on the Patient and "
                "Review queue pages; widths and parts are those of the unclipped intervals.")
 
-widgets.chart(charts.width_histogram(widths, base_width=e.base_width))
+widgets.chart(figures.widths)
 
-# On the additive scale the calibration-driven part is one vector for the whole cohort; in
-# width units a multiplicative family rescales it per patient, so the cohort sees its mean.
-spread = float(np.ptp(e.calibration, axis=0).max()) if len(e.calibration) else 0.0
-one_vector = spread <= 1e-9 * max(float(np.abs(e.calibration).max(initial=0.0)), 1.0)
-vector = e.calibration[0] if one_vector else e.calibration.mean(axis=0)
-order = charts.feature_order(np.abs(e.total).mean(axis=0))  # one order for the page
-label = (f"α = {e.alpha:g} · calibration n = {e.n_calibration} · background "
-         f"{e.background_size}")
+one_vector = summary.one_vector
 left, right = st.columns(2)
 with left:
-    # The part's name alone on the title line: with its qualifier it was cut at 1280 px.
-    title = "Calibration-driven"
-    qualifier = "one vector for the cohort" if one_vector else "cohort mean"
-    # The bootstrap interval is one per feature only where the vector is (a mean over patients
-    # of rescaled intervals would be no interval).
-    span = (e.calibration_low[0], e.calibration_high[0]) if (
-        one_vector and e.calibration_low is not None and e.calibration_high is not None) else None
-    band = (e.background_low[0], e.background_high[0]) if (
-        one_vector and e.background_low is not None and e.background_high is not None) else None
-    heading = f"{title}<br><sup>{qualifier}</sup><br><sup>{label}</sup>"
-    widgets.chart(charts.vector_bars(e.features, vector, order, view="calibration", units=units,
-                                     title=heading, span=span, scale=part_scale, band=band))
-    if span is not None and e.calibration_unsettled is not None:
+    widgets.chart(figures.calibration)
+    if figures.calibration_whiskers and e.calibration_unsettled is not None:
         unsettled = e.calibration_unsettled[0]
-        crosses = "the whisker or the green band crosses" if band is not None else (
+        crosses = "the whisker or the green band crosses" if figures.calibration_band else (
             "the whisker crosses")
         st.caption("Whiskers: how much each part could change with another calibration set of "
                    "the same size."
                    + (" Green band: how much it could move with another reference sample "
                       "(the training rows a left-out feature is averaged over)."
-                      if band is not None else "")
+                      if figures.calibration_band else "")
                    + f" {charts.UNSETTLED_MARK} and a pale bar: {crosses} "
                    "zero, so whether the calibration set makes that feature widen or narrow "
                    f"intervals is not settled ({int(unsettled.sum())} of {len(unsettled)} "
@@ -113,14 +98,12 @@ with left:
     st.caption(f"Specific to α = {e.alpha:g}: a feature's calibration-driven sign can change "
                "with α.")
 with right:
-    widgets.chart(charts.instance_distribution(e.features, e.instance, order, units=units))
+    widgets.chart(figures.instance)
     st.caption("Each box spans the middle half of the patients; the whiskers and dots show "
                "the rest.")
 
-disagreement = summaries.sign_disagreement(report).iloc[order]
-widgets.chart(charts.sign_disagreement_bars(
-    disagreement["feature"], disagreement["calibration_vs_instance"],
-    disagreement["total_vs_instance"]))
+disagreement = summary.disagreement
+widgets.chart(figures.disagreement)
 st.caption("Calibration vs instance: the two parts pull in opposite directions. Total vs "
            "instance: the usual (total) attribution shows the patient's own effect with the "
            f"wrong sign. Parts smaller than {summaries.SIGN_CUT:.0%} of the patient's largest "

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import streamlit as st
 
 from app import charts, housekeeping, planning, sources, state, widgets
-from app.text import markdown_text
+from app.text import markdown_text, people_number
 from core import choose_columns, target_values
 from core.data import require_values, require_varied_target
 from core.errors import CpdecompError
@@ -181,6 +182,21 @@ if not st.session_state["all_features"]:
                                     if f in feature_options]
     st.multiselect("Features", feature_options, key="features")
 
+def outcome_numbers(values: np.ndarray) -> None:
+    """The outcome's range in four numbers, beside its histogram. Also the first metrics a
+    session meets: the browser loads their code here, on the page the session opens on, not
+    on the first visit to the Cohort page after a Run (measured: the only code the browser
+    still fetched on that visit)."""
+    known = values[np.isfinite(values)]
+    scale = float(np.max(np.abs(known), initial=0.0))
+    cells = st.columns(4)
+    cells[0].metric("Rows with an outcome", f"{known.size:,}")
+    for cell, label, value in zip(cells[1:], ("Lowest", "Median", "Highest"),
+                                  (np.min(known), np.median(known), np.max(known)),
+                                  strict=True):
+        cell.metric(label, people_number(float(value), scale))
+
+
 target, id_column, features = state.chosen_columns()
 try:
     source_table = state.source_table(dataset)
@@ -202,6 +218,7 @@ else:
     # Also the first chart a session meets, on the page it opens on: the browser loads its
     # chart code here, not on the first visit to the results.
     widgets.chart(charts.outcome_histogram(values, target=target), key="outcome_histogram")
+    outcome_numbers(values)
     state.ensure_outcome_range(dataset, target)
     if st.session_state.get("outcome_inferred"):
         st.caption("No training value of the target is below 0, so it is taken as never "

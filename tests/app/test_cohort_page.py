@@ -44,15 +44,16 @@ def test_identity_family_has_no_units_toggle() -> None:
 
 def test_a_bug_shows_a_short_error_and_keeps_cell_values_out_of_the_log(
         monkeypatch, caplog) -> None:
-    from app import summaries
+    from app.views import interactions
 
     secret = "-".join(["secret", "cell", "value"])  # a runtime value, as a cell would be
 
-    def broken(report):
+    def broken(results):
         raise ValueError(f"could not convert {secret!r}")
 
     at = run_linear(new_app())
-    monkeypatch.setattr(summaries, "coverage", broken)
+    # Something the page works out on every visit (its summaries come with the run).
+    monkeypatch.setattr(interactions, "unavailable_reason", broken)
     with caplog.at_level("ERROR"):
         at.switch_page("views/cohort.py").run()
     assert [e.value for e in at.error] == [

@@ -99,3 +99,19 @@ def test_the_outcome_chart_shows_the_chosen_target() -> None:
     trace = pio.from_json(at.get("plotly_chart")[0].proto.spec).data[0]
     np.testing.assert_allclose(np.sort(figure_numbers(trace.x)),
                                np.sort(sample["bmi"].to_numpy(dtype=float)))
+
+
+def test_the_outcome_s_range_in_four_numbers() -> None:
+    import numpy as np
+
+    from app.sources import load_sample, source_table
+    from core import target_values
+
+    at = new_app()
+    values = target_values(source_table(load_sample("diabetes")), "progression")
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Rows with an outcome"] == f"{np.isfinite(values).sum():,}" == "442"
+    # Rounded at the largest value's scale (three significant figures: no decimals here).
+    assert shown["Lowest"] == f"{values.min():.0f}" == "25"
+    assert shown["Highest"] == f"{values.max():.0f}" == "346"
+    assert abs(float(shown["Median"]) - np.median(values)) <= 0.5
