@@ -17,11 +17,16 @@ of |v_C(N) − v_C(∅)| (the calibration gap the φ_C split). The brute-force t
 fallback per hybrid row against the models' own predict on the same hybrid rows, in calls as
 large as brute force's, and in one call, in interleaved triples (order rotated) at each d; it
 gives the median of the paired ratios with their interquartile range and extremes
-(`--brute-only` runs this table alone, in about a minute or two). """
+(`--brute-only` runs this table alone, in a few minutes). It runs the models on one thread and
+counts process CPU time: on a shared machine a two-thread OpenMP predict's wall time swings 2-3×
+between repeats (its threads wait for each other at every tree) and its CPU time counts that
+spinning, while one thread's CPU time is the work done (`--brute-threads 0` keeps the
+libraries' own threads, timed by the wall clock). """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -32,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -49,6 +55,8 @@ METHODS = ("permutation", "kernel")
 BRUTE_PAIRS = 15
 """Interleaved (brute force, predict) measurements per d: enough for a median and quartiles."""
 BRUTE_ROWS = 50
+BRUTE_THREADS = 1
+"""Threads the models run on in the brute-force table (0: the libraries' default)."""
 """Calibration rows brute force masks per measurement (× m hybrid rows per component)."""
 LADDER = {"permutation": (32, 64, 128), "kernel": (1024, 2048, 4096)}
 """Budgets whose standard error is measured beside the default's (the default rule's evidence)."""
@@ -94,9 +102,11 @@ class BruteTimes:
                 f"{statistics.median(self.predict_one_call) * 1e6:.2f} | {self.spread(one)} |")
 
 
-def brute_against_predict(system, explainer, d: int, pairs: int) -> BruteTimes:  # type: ignore[no-untyped-def]
+def brute_against_predict(system, explainer, d: int, pairs: int,  # type: ignore[no-untyped-def]
+                          threads: int = BRUTE_THREADS) -> BruteTimes:
     """Brute force on one coalition of half the players over BRUTE_ROWS calibration rows,
-    against the models' own predict on the very hybrid rows it builds, interleaved."""
+    against the models' own predict on the very hybrid rows it builds, interleaved; process CPU
+    time on `threads` threads, or wall time on the libraries' own threads (0)."""
     names = system.family.components
     coalition = np.random.default_rng(d).random((1, d)) < 0.5
     rows = system.calibration_rows[:BRUTE_ROWS]
@@ -105,19 +115,23 @@ def brute_against_predict(system, explainer, d: int, pairs: int) -> BruteTimes: 
     per_call = brute.pairs_per_call * BACKGROUND
     times = BruteTimes([], [], [], per_call, len(batch))
 
+    clock = time.process_time if threads else time.perf_counter
+
     def brute_row() -> None:
-        before = brute.model_rows
-        wall, _, _ = timed(brute.evaluate, coalition, rows, names)
-        times.brute.append(wall / (brute.model_rows - before))
+        before, start = brute.model_rows, clock()
+        brute.evaluate(coalition, rows, names)
+        times.brute.append((clock() - start) / (brute.model_rows - before))
 
     steps = (brute_row,
              lambda: times.predict_same_calls.append(
-                 predict_seconds_per_row(system, batch, per_call)),
-             lambda: times.predict_one_call.append(predict_seconds_per_row(system, batch)))
-    brute.evaluate(coalition, rows, names)  # first-call costs (the empty value) out of the way
-    for i in range(pairs):
-        for k in range(len(steps)):  # the order rotates, so no side always runs first
-            steps[(i + k) % len(steps)]()
+                 predict_seconds_per_row(system, batch, per_call, clock)),
+             lambda: times.predict_one_call.append(
+                 predict_seconds_per_row(system, batch, None, clock)))
+    with threadpool_limits(threads) if threads else contextlib.nullcontext():
+        brute.evaluate(coalition, rows, names)  # first-call costs (the empty value) go first
+        for i in range(pairs):
+            for k in range(len(steps)):  # the order rotates, so no side always runs first
+                steps[(i + k) % len(steps)]()
     return times
 
 
@@ -157,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="only the brute-force table (a quick rerun)")
     parser.add_argument("--brute-pairs", type=int, default=BRUTE_PAIRS,
                         help="interleaved brute-force/predict measurements per d")
+    parser.add_argument("--brute-threads", type=int, default=BRUTE_THREADS,
+                        help="model threads in the brute-force table (0: the libraries' own, "
+                             "wall time)")
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
     started = time.perf_counter()
@@ -179,7 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "calibration rows × m, one coalition of about half the players): in calls as large as "
         "brute force's, and in one call; "
         f"{args.brute_pairs} interleaved measurements, medians; ratios are the median of the "
-        "paired ratios, with their interquartile range and extremes:", "",
+        "paired ratios, with their interquartile range and extremes; "
+        + (f"process CPU time, models on {args.brute_threads} thread(s):" if args.brute_threads
+           else "wall time, models on their own threads:"), "",
         "| d | hybrid rows per call | brute µs/row | predict µs/row, same calls | "
         "brute / predict, same calls | predict µs/row, one call | brute / predict, one call |",
         "|---|---|---|---|---|---|---|",
@@ -219,7 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{'—' if median_se is None else f'{median_se / gap:.2%}'} | "
                 f"{chained * 1e3:.2f} ms | {summed * 1e3:.2f} ms | {summed / chained:.1f}× |")
             print(lines[-1], flush=True)
-        brute_lines.append(brute_against_predict(system, explainer, d, args.brute_pairs).row(d))
+        brute_lines.append(brute_against_predict(system, explainer, d, args.brute_pairs,
+                                                 args.brute_threads).row(d))
         print(brute_lines[-1], flush=True)
         if not (args.no_ladder or args.brute_only):
             ladder_lines.extend(budget_ladder(system, d))
