@@ -1,6 +1,7 @@
 """Wide tables: the calibration game and one patient at d = 20-100 on tree tables.
 
     python benchmarks/wide.py [--dims 20,30,50,100] [--patients 20] [--out FILE.md]
+                              [--no-ladder] [--brute-only] [--brute-pairs 15]
 
 Workload: the speed benchmark's synthetic data (benchmarks/speed/workload.py) with d features,
 gbm for f and σ (100 trees × 31 leaves), normalized family, n = 1000 calibration rows, m = 1000
@@ -12,22 +13,31 @@ another by one player (every permutation prefix) is its parent's value plus the 
 player changes. The side-by-side column times the same kernel with every coalition summed over
 all groups (no parents), in the same run. Wall time and CPU time ÷ cores are both given, since
 the machine may be shared. The SE is the median reported standard error of φ_C, also as a share
-of |v_C(N) − v_C(∅)| (the calibration gap the φ_C split). The last table times the brute-force
-fallback per hybrid row against the models' own predict on a batch of the same size,
-interleaved, at each d. """
+of |v_C(N) − v_C(∅)| (the calibration gap the φ_C split). The brute-force table times the
+fallback per hybrid row against the models' own predict on the same hybrid rows, in calls as
+large as brute force's, and in one call, in interleaved triples (order rotated) at each d; it
+gives the median of the paired ratios with their interquartile range and extremes
+(`--brute-only` runs this table alone, in a few minutes). It runs the models on one thread and
+counts process CPU time: on a shared machine a two-thread OpenMP predict's wall time swings 2-3×
+between repeats (its threads wait for each other at every tree) and its CPU time counts that
+spinning, while one thread's CPU time is the work done (`--brute-threads 0` keeps the
+libraries' own threads, timed by the wall clock). """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -37,14 +47,17 @@ from speed.measures import hybrid_batch, predict_seconds_per_row
 
 from core.attribution import METHOD_BUDGETS, TARGET_RELATIVE_SE
 from core.games import MaskedEvaluator
-from core.games.masking import ROWS_PER_CALL
 from core.games.tree_kernels import _coalition_values
 from core.parallel import parallel_section
 
 N_CALIBRATION, BACKGROUND, ALPHA = 1000, 1000, 0.1
 METHODS = ("permutation", "kernel")
-BRUTE_REPEATS = 3
-"""Interleaved (brute force, predict) pairs per d."""
+BRUTE_PAIRS = 15
+"""Interleaved (brute force, predict) measurements per d: enough for a median and quartiles."""
+BRUTE_ROWS = 50
+BRUTE_THREADS = 1
+"""Threads the models run on in the brute-force table (0: the libraries' default)."""
+"""Calibration rows brute force masks per measurement (× m hybrid rows per component)."""
 LADDER = {"permutation": (32, 64, 128), "kernel": (1024, 2048, 4096)}
 """Budgets whose standard error is measured beside the default's (the default rule's evidence)."""
 
@@ -63,23 +76,63 @@ def all_groups_seconds(explainer, design, rows: np.ndarray) -> tuple[float, floa
     return chained[0] / len(rows), summed[0] / len(rows)
 
 
-def brute_against_predict(system, explainer, d: int) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
-    """(brute µs per hybrid row, predict µs per row, median paired ratio) on one coalition
-    of half the players, over as many calibration rows as fill one model call."""
+@dataclass
+class BruteTimes:
+    """Per hybrid row, one entry per interleaved measurement."""
+
+    brute: list[float]
+    predict_same_calls: list[float]
+    """The models' own predict on the same hybrid rows, in calls as large as brute force's."""
+    predict_one_call: list[float]
+    """... and all of them in one call."""
+    rows_per_call: int
+    hybrid_rows: int
+
+    @staticmethod
+    def spread(ratios: list[float]) -> str:
+        q1, median, q3 = np.percentile(ratios, [25, 50, 75])
+        return (f"{median:.3f}× (IQR {q1:.3f}–{q3:.3f}, range {min(ratios):.3f}–"
+                f"{max(ratios):.3f})")
+
+    def row(self, d: int) -> str:
+        same = [b / p for b, p in zip(self.brute, self.predict_same_calls, strict=True)]
+        one = [b / p for b, p in zip(self.brute, self.predict_one_call, strict=True)]
+        return (f"| {d} | {self.rows_per_call:,} | {statistics.median(self.brute) * 1e6:.2f} | "
+                f"{statistics.median(self.predict_same_calls) * 1e6:.2f} | {self.spread(same)} | "
+                f"{statistics.median(self.predict_one_call) * 1e6:.2f} | {self.spread(one)} |")
+
+
+def brute_against_predict(system, explainer, d: int, pairs: int,  # type: ignore[no-untyped-def]
+                          threads: int = BRUTE_THREADS) -> BruteTimes:
+    """Brute force on one coalition of half the players over BRUTE_ROWS calibration rows,
+    against the models' own predict on the very hybrid rows it builds, interleaved; process CPU
+    time on `threads` threads, or wall time on the libraries' own threads (0)."""
     names = system.family.components
     coalition = np.random.default_rng(d).random((1, d)) < 0.5
-    rows = system.calibration_rows[:max(1, ROWS_PER_CALL // BACKGROUND)]
+    rows = system.calibration_rows[:BRUTE_ROWS]
     brute = MaskedEvaluator(system.fitted.components, explainer.background, path="brute")
     batch = hybrid_batch(rows, explainer.background, coalition[0], len(rows) * BACKGROUND)
-    brute_row, predict_row, ratios = [], [], []
-    for _ in range(BRUTE_REPEATS):
-        before = brute.model_rows
-        wall, _, _ = timed(brute.evaluate, coalition, rows, names)
-        brute_row.append(wall / (brute.model_rows - before))
-        predict_row.append(predict_seconds_per_row(system, batch))
-        ratios.append(brute_row[-1] / predict_row[-1])
-    return (statistics.median(brute_row) * 1e6, statistics.median(predict_row) * 1e6,
-            statistics.median(ratios))
+    per_call = brute.pairs_per_call * BACKGROUND
+    times = BruteTimes([], [], [], per_call, len(batch))
+
+    clock = time.process_time if threads else time.perf_counter
+
+    def brute_row() -> None:
+        before, start = brute.model_rows, clock()
+        brute.evaluate(coalition, rows, names)
+        times.brute.append((clock() - start) / (brute.model_rows - before))
+
+    steps = (brute_row,
+             lambda: times.predict_same_calls.append(
+                 predict_seconds_per_row(system, batch, per_call, clock)),
+             lambda: times.predict_one_call.append(
+                 predict_seconds_per_row(system, batch, None, clock)))
+    with threadpool_limits(threads) if threads else contextlib.nullcontext():
+        brute.evaluate(coalition, rows, names)  # first-call costs (the empty value) go first
+        for i in range(pairs):
+            for k in range(len(steps)):  # the order rotates, so no side always runs first
+                steps[(i + k) % len(steps)]()
+    return times
 
 
 def budget_ladder(system, d: int) -> list[str]:  # type: ignore[no-untyped-def]
@@ -114,6 +167,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     parser.add_argument("--no-ladder", action="store_true",
                         help="skip the SE-by-budget table")
+    parser.add_argument("--brute-only", action="store_true",
+                        help="only the brute-force table (a quick rerun)")
+    parser.add_argument("--brute-pairs", type=int, default=BRUTE_PAIRS,
+                        help="interleaved brute-force/predict measurements per d")
+    parser.add_argument("--brute-threads", type=int, default=BRUTE_THREADS,
+                        help="model threads in the brute-force table (0: the libraries' own, "
+                             "wall time)")
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
     started = time.perf_counter()
@@ -132,9 +192,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     brute_lines = [
         "", "Brute-force fallback per hybrid row against the models' own predict (f and σ) on "
-        f"a batch as large as one brute-force call ({ROWS_PER_CALL:,} hybrid rows), "
-        f"{BRUTE_REPEATS} interleaved pairs, median:", "",
-        "| d | brute µs/row | predict µs/row | brute / predict |", "|---|---|---|---|",
+        f"the same {BRUTE_ROWS * BACKGROUND:,} hybrid rows per component ({BRUTE_ROWS} "
+        "calibration rows × m, one coalition of about half the players): in calls as large as "
+        "brute force's, and in one call; "
+        f"{args.brute_pairs} interleaved measurements, medians; ratios are the median of the "
+        "paired ratios, with their interquartile range and extremes; "
+        + (f"process CPU time, models on {args.brute_threads} thread(s):" if args.brute_threads
+           else "wall time, models on their own threads:"), "",
+        "| d | hybrid rows per call | brute µs/row | predict µs/row, same calls | "
+        "brute / predict, same calls | predict µs/row, one call | brute / predict, one call |",
+        "|---|---|---|---|---|---|---|",
     ]
     ladder_lines = [
         "", "Standard error by budget (the calibration game alone, cold; the rule for the "
@@ -146,8 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for d in (int(x) for x in args.dims.split(",")):
         workload = build_workload(d)
         system = workload.system(N_CALIBRATION)
-        explainer = None
-        for method in METHODS:
+        explainer = fresh_explainer(system, BACKGROUND)  # the brute table's background
+        for method in () if args.brute_only else METHODS:
             explainer = fresh_explainer(system, BACKGROUND)
             design = explainer.design(method)
             explainer.explain_rows(workload.patients[:2], method=method, alpha=ALPHA)  # JIT, game
@@ -171,13 +238,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{'—' if median_se is None else f'{median_se / gap:.2%}'} | "
                 f"{chained * 1e3:.2f} ms | {summed * 1e3:.2f} ms | {summed / chained:.1f}× |")
             print(lines[-1], flush=True)
-        brute_us, predict_us, ratio = brute_against_predict(system, explainer, d)
-        brute_lines.append(f"| {d} | {brute_us:.2f} | {predict_us:.2f} | {ratio:.2f}× |")
+        brute_lines.append(brute_against_predict(system, explainer, d, args.brute_pairs,
+                                                 args.brute_threads).row(d))
         print(brute_lines[-1], flush=True)
-        if not args.no_ladder:
+        if not (args.no_ladder or args.brute_only):
             ladder_lines.extend(budget_ladder(system, d))
     load_after = os.getloadavg()[0]
-    text = "\n".join(lines + brute_lines + ([] if args.no_ladder else ladder_lines)) + "\n"
+    tables = ((lines[:3] if args.brute_only else lines) + brute_lines
+              + ([] if args.no_ladder or args.brute_only else ladder_lines))
+    text = "\n".join(tables) + "\n"
     text = text.replace("{LOAD_AFTER}", f", {load_after:.1f} at the end "
                         f"({(time.perf_counter() - started) / 60:.1f} min)")
     publish(text, args.out)

@@ -104,7 +104,8 @@ class BruteComparison:
     """Per coalition timed."""
     hybrid_rows: list[int]
     predict_row_s: list[float]
-    """The models' own predict time per row on a batch as large as brute force's calls."""
+    """The models' own predict time per row on the same hybrid rows, in calls as large as brute
+    force's."""
     tables_full_s: list[float]
     n_coalitions: int
     max_abs_diff: float
@@ -299,13 +300,20 @@ def hybrid_batch(rows: np.ndarray, background: np.ndarray, coalition: np.ndarray
     return hybrids.reshape(-1, rows.shape[1])[:size]
 
 
-def predict_seconds_per_row(system: ConformalSystem, batch: np.ndarray) -> float:
-    """The components' own predict time per (component, row), on one batch."""
+def predict_seconds_per_row(system: ConformalSystem, batch: np.ndarray,
+                            rows_per_call: int | None = None,
+                            clock: Callable[[], float] = time.perf_counter) -> float:
+    """The components' own predict time per (component, row), on one batch, in calls of
+    `rows_per_call` rows (brute force's own call size, so both see the same calls), or in one;
+    wall time, or the given clock (e.g. time.process_time)."""
     names = system.family.components
-    start = time.perf_counter()
-    for name in names:
-        system.fitted.components[name].predictor.predict(batch)
-    return (time.perf_counter() - start) / (len(batch) * len(names))
+    step = len(batch) if rows_per_call is None else max(1, rows_per_call)
+    start = clock()
+    for begin in range(0, len(batch), step):
+        part = batch[begin:begin + step]
+        for name in names:
+            system.fitted.components[name].predictor.predict(part)
+    return (clock() - start) / (len(batch) * len(names))
 
 
 def measure_brute(system: ConformalSystem, explainer: Explainer, cell: Cell,
@@ -323,7 +331,8 @@ def measure_brute(system: ConformalSystem, explainer: Explainer, cell: Cell,
         seconds, got = timed(brute.evaluate, coalition[None], rows, names)
         brute_s.append(seconds)
         hybrid_rows.append(brute.model_rows - before)
-        predict_row_s.append(predict_seconds_per_row(system, batch))
+        predict_row_s.append(predict_seconds_per_row(system, batch,
+                                                     brute.pairs_per_call * cell.m))
         want = explainer.evaluator.evaluate(coalition[None], rows, names)
         max_diff = max(max_diff, *(float(np.abs(got[k] - want[k]).max()) for k in names))
     coalitions_all = explainer.design(METHOD).coalitions

@@ -5,7 +5,8 @@ Three exact evaluators, chosen per component:
 * a closed form for additive components (linear models);
 * tree tables for tree ensembles (every coalition at once, no hybrid rows evaluated);
 * batched brute force for everything else, one predict call per batch of at most
-  ROWS_PER_CALL hybrid rows (never a Python loop per coalition or per background row).
+  ROWS_PER_CALL hybrid rows and about HYBRID_BYTES_PER_CALL of them (never a Python loop per
+  coalition or per background row).
 `path="brute"` forces brute force for every component, `path="tables"` requires tables.
 """
 
@@ -36,6 +37,10 @@ GROUPED_TABLES_KEPT = 4
 
 ROWS_PER_CALL = 250_000
 """Hybrid rows per model call: large enough that per-call overhead vanishes, small in memory."""
+HYBRID_BYTES_PER_CALL = 1 << 22
+"""Float64 bytes of hybrid rows per model call (4 MiB, at least one row's m hybrids): a tree
+ensemble walks the whole batch once per tree, so a batch that stays in cache is read from cache
+by every tree (d = 100, m = 1000: 5,000 hybrid rows a call, not 250,000 from memory)."""
 
 
 def exact_mean(values: FloatArray) -> FloatArray:
@@ -249,21 +254,34 @@ class MaskedEvaluator:
         todo = np.flatnonzero(~empty & ~full)
         if todo.size == 0 or n_rows == 0:
             return out
-        m = len(self.background)
-        pairs_per_call = max(1, self.rows_per_call // m)
+        m, d = self.background.shape
+        pairs_per_call = self.pairs_per_call
         pair_coalition = np.repeat(todo, n_rows)
         pair_row = np.tile(np.arange(n_rows), todo.size)
+        # One buffer for every call: no fresh (pairs × m × d) array, and its pages, per call.
+        # Each call refills it whole (background, then the rows' values on their coalitions'
+        # columns), so a model that writes into its input cannot leak into the next call.
+        buffer = np.empty((min(pairs_per_call, pair_coalition.size), m, d))
         for start in range(0, pair_coalition.size, pairs_per_call):
             checkpoint()  # brute force is the slow path: a caller may stop between model calls
             c = pair_coalition[start:start + pairs_per_call]
             r = pair_row[start:start + pairs_per_call]
-            keep = coalitions[c][:, None, :]
-            hybrids = np.where(keep, rows[r][:, None, :], self.background[None, :, :])
-            hybrids = hybrids.reshape(-1, rows.shape[1])
+            block = buffer[:len(c)]
+            block[...] = self.background
+            np.copyto(block, rows[r][:, None, :], where=coalitions[c][:, None, :])
+            hybrids = block.reshape(-1, d)
             for name in names:
                 values = exact_mean(self._predict(name, hybrids).reshape(len(c), m))
                 out[name][c, r] = values
         return out
+
+    @property
+    def pairs_per_call(self) -> int:
+        """(coalition, row) pairs per brute-force model call: each is m hybrid rows, and a
+        call holds at most rows_per_call rows and about HYBRID_BYTES_PER_CALL bytes of them."""
+        m, d = self.background.shape
+        rows = min(self.rows_per_call, HYBRID_BYTES_PER_CALL // (8 * max(d, 1)))
+        return max(1, rows // max(m, 1))
 
 
 def _grouping_key(player_of_column: np.ndarray) -> bytes:
