@@ -38,7 +38,7 @@ from core.output import STDOUT, output_format, write_reports
 from core.progress import ProgressBar
 from core.tables import LIMITS, TableLimits, iter_table, load_table
 from core.versions import library_versions
-from core.workers import dask_scheduler
+from core.workers import dask_scheduler, start_local_workers
 from core.workflow import StreamedStudy, Study, StudyOptions, prepare_streamed_study, prepare_study
 
 if TYPE_CHECKING:
@@ -359,6 +359,8 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
                             "--calibration as files")
     if args.scheduler:
         require("dask.distributed", "--scheduler")
+    else:
+        start_local_workers(args.jobs)  # their imports overlap the reading and fitting below
     groups = [[n.strip() for n in text.split(",") if n.strip()] for text in args.group]
     models = model_files(args.model_file)  # refused before any table is read
     ids = [args.id_column] if args.id_column else []

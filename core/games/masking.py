@@ -129,7 +129,12 @@ class MaskedEvaluator:
         Tree tables produce this layout, so the games take it as it comes: no transposed copy
         of a (patients × coalitions) array on the way to the design.
         """
-        coalitions = np.asarray(coalitions, dtype=bool)
+        # A boolean array is kept as it is, not viewed: the players and the tables' reads are
+        # remembered by its identity, and np.asarray(a, dtype=bool) makes a new view of an
+        # unpickled array (its dtype is an equal copy of numpy's own), which in a worker process
+        # worked the design's players out again for every chunk (+40 % CPU per patient).
+        if not (isinstance(coalitions, np.ndarray) and coalitions.dtype == np.bool_):
+            coalitions = np.asarray(coalitions, dtype=bool)
         rows = np.asarray(rows, dtype=float)
         raw: dict[str, FloatArray] = {}
         paths = {name: self.path_of(name) for name in names}
