@@ -103,7 +103,7 @@ def _threads(workers: int, cores: int | None = None) -> int:
 def _limit_thread_pools(threads: int) -> Any:
     """OpenMP and BLAS pools (the boosters' and scikit-learn's predict on the brute-force path)
     at `threads`, as numba's are: sized to every core in each worker they oversubscribe."""
-    from threadpoolctl import threadpool_limits  # installed with scikit-learn
+    from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=threads)
 

@@ -141,7 +141,8 @@ def test_the_dashboard_and_extras_are_not_in_the_base_install() -> None:
     base = base_names()
     for name in ("streamlit", "plotly", "psycopg", "authlib", "dask", "shap"):
         assert name not in base, name
-    assert {"numba", "joblib", "numpy", "pandas", "scipy", "scikit-learn", "pyarrow"} <= base
+    assert {"numba", "threadpoolctl", "numpy", "pandas", "scipy", "scikit-learn",
+            "pyarrow"} <= base
 
 
 def test_each_extra_of_the_optional_imports_installs_it() -> None:
