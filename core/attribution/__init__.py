@@ -70,20 +70,12 @@ def _all_subsets(d: int, budget: int) -> int:
     return 2**d
 
 
-def _prefixes(d: int, orders: int) -> int:
-    """Most distinct prefixes of `orders` orders of d players: ∅, N and, of each size k, at
-    most one per order and at most C(d, k)."""
+def _order_prefixes(d: int, budget: int) -> int:
+    """Permutations rounded up to pairs (antithetic, or shap's forward and backward), each
+    order walking its prefixes: ∅, N and, of each size k, at most one per order and at most
+    C(d, k)."""
+    orders = budget + budget % 2
     return 2 + sum(min(comb(d, k), orders) for k in range(1, d)) if d else 1
-
-
-def _permutation_prefixes(d: int, budget: int) -> int:
-    """Permutations rounded up to antithetic pairs: each order's prefixes."""
-    return _prefixes(d, budget + budget % 2)
-
-
-def _shap_permutation_prefixes(d: int, budget: int) -> int:
-    """shap's forward/backward pairs (rounded up): each order's prefixes."""
-    return _prefixes(d, budget + budget % 2)
 
 
 def _sampled_coalitions(d: int, budget: int) -> int:
@@ -131,13 +123,13 @@ METHODS: dict[str, Method] = {method.name: method for method in (
     Method("exact", "Exact Shapley (all coalitions)", exact_shapley_design, None, True,
            _all_subsets, MAX_EXACT_PLAYERS),
     Method("permutation", "Permutation sampling (antithetic)", permutation_design, _PERMUTATIONS,
-           True, _permutation_prefixes),
+           True, _order_prefixes),
     Method("kernel", "KernelSHAP (paired sampling, exact at 2^d)", kernel_shap_design, _KERNEL,
            True, _sampled_coalitions),
     Method("shap-kernel", "shap KernelExplainer (l1_reg=False)", shap_kernel_design, _KERNEL,
            True, _sampled_coalitions),
     Method("shap-permutation", "shap PermutationExplainer", shap_permutation_design,
-           _PERMUTATIONS, True, _shap_permutation_prefixes),
+           _PERMUTATIONS, True, _order_prefixes),
     Method("banzhaf", "Banzhaf (exact; not efficient)", banzhaf_design, None, False,
            _all_subsets, MAX_EXACT_PLAYERS),
     Method("banzhaf-sampled", "Banzhaf, sampled (not efficient)", sampled_banzhaf_design,
