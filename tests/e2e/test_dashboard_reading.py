@@ -10,7 +10,6 @@ $CPDECOMP_SCREENSHOT_DIR (default out/e2e/), outside git.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,17 +18,15 @@ import numpy as np
 import pandas as pd
 import pytest
 from dashboard_driver import (
-    ROOT,
     RUN_TIMEOUT,
+    SCREENSHOTS,
     STEP_TIMEOUT,
     choose,
-    launch,
+    dashboard_page,
     open_page,
     settle,
-    streamlit_server,
 )
 
-SCREENSHOTS = Path(os.environ.get("CPDECOMP_SCREENSHOT_DIR", ROOT / "out" / "e2e"))
 VIEWPORTS = ((1280, 720), (1440, 900))
 OUTSIDE = "http://198.51.100.7:9"
 """A documentation-only address (RFC 5737): a request to it means markup was rendered."""
@@ -92,29 +89,10 @@ def run(page, model: str, family: str) -> None:
     settle(page)
 
 
-def environment(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "CPDECOMP_REVIEW_DB": str(tmp_path / "reviews.sqlite3"),
-            "CPDECOMP_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-
-
 def test_tied_widths_clipped_intervals_reading_and_the_queue(tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     csv = stay_csv(tmp_path / "stay.csv")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        try:
-            with streamlit_server(environment(tmp_path), tmp_path / "server.log") as (url, _):
-                page = browser.new_page(viewport={"width": 1440, "height": 900})
-                try:
-                    reading_checks(page, url, csv)
-                except Exception:
-                    page.screenshot(path=str(SCREENSHOTS / "failure.png"), full_page=True)
-                    raise
-                page.close()
-        finally:
-            browser.close()
+    with dashboard_page(tmp_path) as (page, url):
+        reading_checks(page, url, csv)
 
 
 def reading_checks(page, url: str, csv: Path) -> None:
@@ -239,59 +217,47 @@ def no_markup_rendered(page) -> None:
 
 
 def test_names_from_the_data_render_as_plain_text(tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     csv = markup_csv(tmp_path / "markup.csv")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        try:
-            with streamlit_server(environment(tmp_path), tmp_path / "server.log") as (url, _):
-                page = browser.new_page(viewport={"width": 1440, "height": 900})
-                here = urlsplit(url).netloc
-                outside: list[str] = []
-                page.on("request", lambda request: outside.append(request.url)
-                        if urlsplit(request.url).netloc != here
-                        and not request.url.startswith(("data:", "blob:")) else None)
-                try:
-                    upload(page, url, csv)
-                    expect(page.locator(".st-key-target_column [role='combobox']")).to_have_value(
-                        "outcome")
-                    no_markup_rendered(page)
-                    run(page, "Linear (least squares)", "normalized: Normalized residual")
-                    no_markup_rendered(page)
-                    open_page(page, "Patient")
-                    heading = page.get_by_text(re.compile(r"^Why is patient"))
-                    expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
-                    # As written, once the invisible word joiners that break bare links go.
-                    assert re.fullmatch(
-                        rf"Why is patient !\[p\d+\]\({re.escape(OUTSIDE)}/p\d+\.png\) "
-                        r":red\[alarm\] www\.example\.org's interval this wide\?",
-                        heading.inner_text().replace("\u2060", "")), heading.inner_text()
-                    bars = page.locator(".js-plotly-plot").first
-                    for name in MARKUP_NAMES.values():
-                        # Tick labels show the name as written (escaped, not rendered).
-                        ticks = bars.locator("g.ytick text")
-                        expect(ticks.first).to_be_attached(timeout=STEP_TIMEOUT)
-                        texts = [ticks.nth(i).text_content() for i in range(ticks.count())]
-                        # Long names are cut with … on the axis; the hover has them whole.
-                        assert any(t.startswith(name[:20]) for t in texts), texts
-                    no_markup_rendered(page)
-                    shots(page, "markup-patient")
-                    open_page(page, "Cohort")
-                    page.wait_for_timeout(800)
-                    no_markup_rendered(page)
-                    shots(page, "markup-cohort")
-                    open_page(page, "Review queue")
-                    download = page.locator(".st-key-download_case_html")
-                    expect(download).to_contain_text("Case summary of", timeout=STEP_TIMEOUT)
-                    assert f"({OUTSIDE}/p" in download.inner_text().replace("\u2060", "")
-                    no_markup_rendered(page)
-                    shots(page, "markup-queue")
-                except Exception:
-                    page.screenshot(path=str(SCREENSHOTS / "failure.png"), full_page=True)
-                    raise
-                assert outside == [], outside
-                page.close()
-        finally:
-            browser.close()
+    with dashboard_page(tmp_path) as (page, url):
+        here = urlsplit(url).netloc
+        outside: list[str] = []
+        page.on("request", lambda request: outside.append(request.url)
+                if urlsplit(request.url).netloc != here
+                and not request.url.startswith(("data:", "blob:")) else None)
+        upload(page, url, csv)
+        expect(page.locator(".st-key-target_column [role='combobox']")).to_have_value(
+            "outcome")
+        no_markup_rendered(page)
+        run(page, "Linear (least squares)", "normalized: Normalized residual")
+        no_markup_rendered(page)
+        open_page(page, "Patient")
+        heading = page.get_by_text(re.compile(r"^Why is patient"))
+        expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
+        # As written, once the invisible word joiners that break bare links go.
+        assert re.fullmatch(
+            rf"Why is patient !\[p\d+\]\({re.escape(OUTSIDE)}/p\d+\.png\) "
+            r":red\[alarm\] www\.example\.org's interval this wide\?",
+            heading.inner_text().replace("\u2060", "")), heading.inner_text()
+        bars = page.locator(".js-plotly-plot").first
+        for name in MARKUP_NAMES.values():
+            # Tick labels show the name as written (escaped, not rendered).
+            ticks = bars.locator("g.ytick text")
+            expect(ticks.first).to_be_attached(timeout=STEP_TIMEOUT)
+            texts = [ticks.nth(i).text_content() for i in range(ticks.count())]
+            # Long names are cut with … on the axis; the hover has them whole.
+            assert any(t.startswith(name[:20]) for t in texts), texts
+        no_markup_rendered(page)
+        shots(page, "markup-patient")
+        open_page(page, "Cohort")
+        page.wait_for_timeout(800)
+        no_markup_rendered(page)
+        shots(page, "markup-cohort")
+        open_page(page, "Review queue")
+        download = page.locator(".st-key-download_case_html")
+        expect(download).to_contain_text("Case summary of", timeout=STEP_TIMEOUT)
+        assert f"({OUTSIDE}/p" in download.inner_text().replace("\u2060", "")
+        no_markup_rendered(page)
+        shots(page, "markup-queue")
+        assert outside == [], outside
