@@ -8,6 +8,12 @@ in the page itself (no iframe) under a fixed key per slot; when the figure chang
 calls its JavaScript again with the new figure on the same element, and Plotly.react updates
 the drawn chart in place.
 
+A slot can also be told which figure comes next (the next patient's): the browser draws it while
+idle on a second, hidden plot in the slot, and when the page then sends that figure the hidden
+plot is shown in place of the other, which becomes the hidden one. A Next click then shows charts
+drawn ahead instead of drawing them while the user waits (Plotly.react of the two patient charts
+was 50-60 ms of the browser's main thread, and it held up the new heading's paint too).
+
 plotly.js is Streamlit's own when the page has loaded it and its major version is the plotly
 package's, else the copy in the installed plotly package (the one its figures' JSON is made
 for), served by this Streamlit server: nothing is downloaded from elsewhere. A components-v2 asset
@@ -19,6 +25,8 @@ serves plotly's folder (the v1 component itself is never drawn).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,19 +41,30 @@ PLOTLY_FOLDER = Path(plotly.__file__).parent / "package_data"
 PLOTLY_SCRIPT = "plotly.min.js"
 PLOTLY_VERSION = get_plotlyjs_version()
 CHART_CLASS = "cpdecomp-chart"
-"""The class of the div plotly draws on (plotly adds its own `js-plotly-plot`)."""
+"""The class of the divs plotly draws on (plotly adds its own `js-plotly-plot`)."""
+SPARE_CLASS = "cpdecomp-upcoming"
+"""The class of a slot's hidden plot, which holds the figure drawn ahead."""
+SHOWN_CHARTS = f".js-plotly-plot:not(.{SPARE_CLASS})"
+"""A CSS selector for the charts on show: every plotly chart but the hidden ones."""
 
 # Why each part is there:
-# * one div per element, found again on every call: Streamlit calls this function again with
-#   the new data on the same parent element, and a second div would be a second chart;
+# * the plots found again on every call: Streamlit calls this function again with the new data
+#   on the same parent element, and a new div would be a new chart;
 # * plotly.js loaded once per page by a <script> tag (it is a UMD file that sets
 #   window.Plotly), from a URL relative to the page as Streamlit's own assets are, so a
 #   server.baseUrlPath works;
-# * draws chained on one promise per div: a slow draw is never overtaken by an older figure;
+# * draws chained on one promise per plot: a slow draw is never overtaken by an older figure;
+# * a plot remembers the figure text it was given and the one it has finished drawing, so the
+#   same figure sent again (a rerun that did not change it) is not drawn again, and a spare is
+#   shown only once its drawing is done (else the plot on show draws the figure as usual);
+# * the spare plot drawn in requestIdleCallback: ahead-of-time drawing must not compete with
+#   the paint of what the user asked for; absolutely placed and invisible, so it takes no room,
+#   gets no pointer events (no hover) and is not read out (aria-hidden);
 # * the lasso and box select buttons removed and no plotly logo or cloud link, as
-#   st.plotly_chart does for a chart without selections;
-# * a ResizeObserver: the chart follows its column's width (a sidebar folded, a window
-#   resized), as st.plotly_chart's does.
+#   st.plotly_chart does for a chart without selections, and a fullscreen button added, as
+#   st.plotly_chart has one;
+# * a ResizeObserver on the slot: both plots follow its column's width (a sidebar folded, a
+#   window resized), as st.plotly_chart's does.
 JS = """
 function loadPlotly(src, version) {
   // Streamlit's own plotly.js sets window.Plotly once an st.plotly_chart has been drawn (the
@@ -74,40 +93,179 @@ function loadPlotly(src, version) {
   return window.cpdecompPlotly;
 }
 
-export default function ({ data, parentElement }) {
-  let plot = parentElement.querySelector(":scope > .__CHART_CLASS__");
-  if (!plot) {
-    plot = document.createElement("div");
-    plot.className = "__CHART_CLASS__";
-    plot.style.width = "100%";
-    parentElement.appendChild(plot);
+// The wait before a figure is drawn ahead: the drawing (20-40 ms of the main thread) waits
+// for the page to settle after a switch, its paint and anything the user does next.
+const AHEAD_DELAY_MS = 250;
+
+function addPlot(slot) {
+  const plot = document.createElement("div");
+  plot.className = "__CHART_CLASS__";
+  slot.appendChild(plot);
+  return plot;
+}
+
+function show(plot) {
+  plot.classList.remove("__SPARE_CLASS__");
+  plot.removeAttribute("aria-hidden");
+  plot.style.cssText = "width: 100%";
+}
+
+function hide(plot) {
+  plot.classList.add("__SPARE_CLASS__");
+  plot.setAttribute("aria-hidden", "true");
+  plot.style.cssText = "width: 100%; position: absolute; top: 0; left: 0; "
+    + "visibility: hidden; pointer-events: none";
+}
+
+// Streamlit's charts have a fullscreen button; these get one in plotly's own toolbar (shown on
+// hover, as Streamlit's is). Fullscreen is the slot's, not a plot's: a plot drawn ahead that is
+// shown while fullscreen is fitted to the screen too.
+const FULLSCREEN_ICON = {
+  width: 1000, height: 1000,
+  path: "M0 0h380v120H120v260H0z M620 0h380v380H880V120H620z M0 620h120v260h260v120H0z "
+    + "M880 620h120v380H620V880h260z",
+};
+
+function heightFor(slot, plot) {
+  return document.fullscreenElement === slot ? window.innerHeight : plot._cpdecompHeight;
+}
+
+function fit(slot, plot, Plotly) {
+  // The plot on show takes the screen's height in fullscreen and its figure's otherwise.
+  const height = heightFor(slot, plot);
+  if (plot._fullLayout && height && plot._fullLayout.height !== height) {
+    return Plotly.relayout(plot, { height });
   }
-  const figure = JSON.parse(data.figure);
+}
+
+function draw(plot, text, data) {
+  plot._cpdecompFigure = text;
+  plot._cpdecompReady = null;
+  const figure = JSON.parse(text);
+  const slot = plot.parentElement;
+  plot._cpdecompHeight = figure.layout.height;
   const remove = new Set([...(data.config.modeBarButtonsToRemove || []),
                           "lasso2d", "select2d", "sendChartToCloud"]);
+  const fullscreen = {
+    name: "fullscreen", title: "View fullscreen", icon: FULLSCREEN_ICON,
+    click: () => (document.fullscreenElement === slot ? document.exitFullscreen()
+                  : slot.requestFullscreen()),
+  };
   const config = { showSendToCloud: false, ...data.config, responsive: true,
-                   modeBarButtonsToRemove: [...remove] };
+                   modeBarButtonsToRemove: [...remove], modeBarButtonsToAdd: [fullscreen] };
   plot._cpdecompDrawn = (plot._cpdecompDrawn || Promise.resolve())
     .then(() => loadPlotly(data.script, data.version))
     .then((Plotly) => {
       if (!plot.isConnected) return;
-      return Plotly.react(plot, figure.data, figure.layout, config).then(() => {
-        if (!plot._cpdecompResize) {
-          plot._cpdecompResize = new ResizeObserver(() => {
-            if (plot.isConnected && plot._fullLayout) Plotly.Plots.resize(plot);
-          });
-          plot._cpdecompResize.observe(parentElement);
-        }
-        plot.dataset.draws = String(Number(plot.dataset.draws || 0) + 1);
+      const layout = { ...figure.layout, height: heightFor(slot, plot) };
+      return Plotly.react(plot, figure.data, layout, config).then(() => {
+        if (plot._cpdecompFigure === text) plot._cpdecompReady = text;
       });
     })
     .catch((error) => { console.error("cpdecomp chart:", error); });
+  return plot._cpdecompDrawn;
+}
+
+function forgetAhead(spare) {
+  // A spare whose drawing has not started is not worth waiting for: forget it.
+  if (spare && spare._cpdecompAhead) {
+    clearTimeout(spare._cpdecompAhead.timer);
+    if (spare._cpdecompAhead.idle !== null) cancelIdleCallback(spare._cpdecompAhead.idle);
+    spare._cpdecompAhead = null;
+    spare._cpdecompFigure = null;
+  }
+}
+
+export default function ({ data, parentElement }) {
+  const slot = parentElement;
+  const call = (slot._cpdecompCalls || 0) + 1;
+  slot._cpdecompCalls = call;
+  slot.style.position = "relative";  // the spare's box
+  let plot = slot.querySelector(":scope > .__CHART_CLASS__:not(.__SPARE_CLASS__)");
+  let spare = slot.querySelector(":scope > .__CHART_CLASS__.__SPARE_CLASS__");
+  if (!plot) {
+    plot = addPlot(slot);
+    show(plot);
+  }
+  const shown = () => {
+    slot._cpdecompShows = (slot._cpdecompShows || 0) + 1;
+    plot.dataset.draws = String(slot._cpdecompShows);
+  };
+  if (spare && spare._cpdecompReady === data.figure) {
+    // Drawn ahead: show it, and keep the other plot as the spare. Put first in the slot, so
+    // that the slot's first chart is the one on show.
+    [plot, spare] = [spare, plot];
+    show(plot);
+    hide(spare);
+    slot.insertBefore(plot, spare);
+    shown();
+    if (document.fullscreenElement === slot) {
+      const front = plot;
+      window.cpdecompPlotly.then((Plotly) => fit(slot, front, Plotly));
+    }
+  } else if (plot._cpdecompFigure !== data.figure) {
+    forgetAhead(spare);
+    draw(plot, data.figure, data).then(() => {
+      if (!plot.classList.contains("__SPARE_CLASS__")) shown();
+    });
+  }
+  if (data.upcoming && data.upcoming !== data.figure
+      && (!spare || spare._cpdecompFigure !== data.upcoming)) {
+    if (!spare) {
+      spare = addPlot(slot);
+      hide(spare);
+    }
+    forgetAhead(spare);
+    const ahead = spare;
+    ahead._cpdecompFigure = data.upcoming;
+    ahead._cpdecompAhead = { timer: null, idle: null };
+    ahead._cpdecompAhead.timer = setTimeout(() => {
+      ahead._cpdecompAhead.idle = requestIdleCallback(() => {
+        ahead._cpdecompAhead = null;
+        draw(ahead, data.upcoming, data);
+      }, { timeout: 2000 });
+    }, AHEAD_DELAY_MS);
+  }
+  if (!slot._cpdecompFullscreen) {
+    slot._cpdecompFullscreen = () => {
+      slot.style.background = document.fullscreenElement === slot ? "white" : "";
+      const front = slot.querySelector(":scope > .__CHART_CLASS__:not(.__SPARE_CLASS__)");
+      if (front) window.cpdecompPlotly.then((Plotly) => fit(slot, front, Plotly));
+    };
+    slot.addEventListener("fullscreenchange", slot._cpdecompFullscreen);
+  }
+  if (!slot._cpdecompResize) {
+    slot._cpdecompResize = new ResizeObserver(() => {
+      for (const each of slot.querySelectorAll(":scope > .__CHART_CLASS__")) {
+        if (each.isConnected && each._fullLayout) {
+          window.cpdecompPlotly.then((Plotly) => Plotly.Plots.resize(each));
+        }
+      }
+    });
+    slot._cpdecompResize.observe(slot);
+  }
   return () => {
-    if (plot._cpdecompResize) plot._cpdecompResize.disconnect();
-    if (plot._fullLayout) window.cpdecompPlotly.then((Plotly) => Plotly.purge(plot));
+    // Streamlit runs the last call's cleanup when the element leaves the page, and an earlier
+    // call's when the next call came before it had finished starting: a later call owns the
+    // slot then, and its plots are left alone.
+    if (slot._cpdecompCalls !== call) return;
+    if (slot._cpdecompResize) slot._cpdecompResize.disconnect();
+    slot._cpdecompResize = null;
+    slot.removeEventListener("fullscreenchange", slot._cpdecompFullscreen);
+    slot._cpdecompFullscreen = null;
+    for (const each of slot.querySelectorAll(":scope > .__CHART_CLASS__")) {
+      forgetAhead(each);
+      // A purged plot forgets what it drew, so that a call on the same element after this
+      // cleanup draws again rather than trusting an empty plot.
+      each._cpdecompFigure = null;
+      each._cpdecompReady = null;
+      each._cpdecompDrawn = (each._cpdecompDrawn || Promise.resolve())
+        .then(() => window.cpdecompPlotly)
+        .then((Plotly) => { if (each._fullLayout) Plotly.purge(each); });
+    }
   };
 }
-""".replace("__CHART_CLASS__", CHART_CLASS)
+""".replace("__CHART_CLASS__", CHART_CLASS).replace("__SPARE_CLASS__", SPARE_CLASS)
 
 _mount = st.components.v2.component("cpdecomp.mounted_chart", js=JS, isolate_styles=False)
 """Not isolated in a shadow root: plotly puts its style sheet (modebar, hover labels) in the
@@ -126,8 +284,39 @@ def _plotly_files() -> str:
     return folder.rstrip("/") + "/" + PLOTLY_SCRIPT
 
 
-def mounted_chart(figure: go.Figure, config: Mapping[str, object], key: str) -> None:
-    """Draw `figure` in the slot `key`, updating the chart already there if there is one."""
-    _mount(key=key, data={"figure": pio.to_json(figure, validate=False), "config": dict(config),
+def figure_json(figure: go.Figure) -> str:
+    """The figure's JSON, made once per figure object: the figures a page shows are kept and
+    never changed (app/cases.py's `kept`), and one sent as a slot's upcoming figure is sent
+    again, as its figure, on the next switch."""
+    entry = _json_made.get(id(figure))
+    if entry is not None and entry[0]() is figure:
+        return entry[1]
+    text = pio.to_json(figure, validate=False)
+    with _json_lock:
+        _json_made[id(figure)] = (weakref.ref(figure), text)
+    # Forgotten with the figure, so that a new object at the same address is not served it.
+    weakref.finalize(figure, _forget_json, id(figure))
+    return text
+
+
+def _forget_json(address: int) -> None:
+    with _json_lock:
+        entry = _json_made.get(address)
+        if entry is not None and entry[0]() is None:
+            del _json_made[address]
+
+
+_json_made: dict[int, tuple[weakref.ref[go.Figure], str]] = {}
+_json_lock = threading.Lock()
+
+
+def mounted_chart(figure: go.Figure, config: Mapping[str, object], key: str,
+                  upcoming: go.Figure | None = None) -> None:
+    """Draw `figure` in the slot `key`, updating the chart already there if there is one.
+
+    `upcoming`: the figure this slot is likely to show next, which the browser draws ahead
+    while idle; showing it then costs no drawing."""
+    _mount(key=key, data={"figure": figure_json(figure), "config": dict(config),
+                          "upcoming": None if upcoming is None else figure_json(upcoming),
                           "script": _plotly_files(), "version": PLOTLY_VERSION},
            width="stretch", height="content")

@@ -4,7 +4,8 @@ bars side by side.
 Every patient was explained by the run, so switching patient only indexes into the report; the
 panel is a fragment, so a switch reruns the panel alone, and its figures are kept per patient.
 Its charts are mounted charts (app/chart_component.py), one key per slot: a switch redraws the
-charts on the page in place instead of building new ones.
+charts on the page in place instead of building new ones, and the next patient's are drawn ahead
+while the user reads this one's, so that Next shows them without drawing.
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ def num(value: float, signed: bool = False) -> str:
 
 def step(offset: int) -> None:
     st.session_state["patient"] = (int(st.session_state["patient"]) + offset) % n
+    st.session_state["patient_step"] = offset
+
+
+def upcoming(position: int) -> int | None:
+    """The patient a Next (or, after Previous, a Previous) click would show: its charts are
+    drawn ahead by the browser while the user reads this one's."""
+    return (position + st.session_state.get("patient_step", 1)) % n if n > 1 else None
 
 
 @st.fragment
@@ -79,7 +87,9 @@ def patient_panel() -> None:
         cols[3].metric("Observed", "unknown")
 
     st.subheader(f"Why is patient {markdown_text(patient)}'s interval this wide?")
-    widgets.chart(cases.bars_figure(e, position), key="patient_bars", mounted=True)
+    following = upcoming(position)
+    widgets.chart(cases.bars_figure(e, position), key="patient_bars", mounted=True,
+                  upcoming=None if following is None else cases.bars_figure(e, following))
     with st.container(key="patient_reading"):
         st.markdown(markdown_text(cases.case_reading(width, position, unit=outcome.unit)))
     if clipped[position]:
@@ -105,7 +115,8 @@ def patient_panel() -> None:
                    "errors, and the table lists each standard error. A larger budget on the "
                    "Setup page shrinks them as 1/√budget.")
 
-    widgets.chart(cases.waterfall_figure(e, position), key="patient_waterfall", mounted=True)
+    widgets.chart(cases.waterfall_figure(e, position), key="patient_waterfall", mounted=True,
+                  upcoming=None if following is None else cases.waterfall_figure(e, following))
     if not e.efficient:
         st.caption("This attribution method is not efficient: the attributions do not add up "
                    "to the width's change, and the waterfall shows the rest as 'not "

@@ -58,6 +58,53 @@ def test_the_figure_is_sent_whole_with_the_apps_config() -> None:
     assert sent.layout.height is not None  # the chart keeps the figure's height
 
 
+def payloads(at) -> dict[str, dict]:
+    return {key: json.loads(proto.json) for key, proto in charts_by_key(at).items()}
+
+
+def test_each_patient_chart_carries_the_figure_a_click_would_show_next() -> None:
+    at = patient_page()
+    first = payloads(at)
+    at.button(key="patient_next").click().run()
+    after_next = payloads(at)
+    at.button(key="patient_next").click().run()
+    after_two = payloads(at)
+    at.button(key="patient_previous").click().run()
+    after_previous = payloads(at)
+    assert errors(at) == []
+    for key in ("patient_bars", "patient_waterfall"):
+        # What Next would show is sent ahead, byte for byte what Next then sends: the browser
+        # shows the plot it drew ahead only when the texts are equal.
+        assert first[key]["upcoming"] == after_next[key]["figure"], key
+        assert after_next[key]["upcoming"] == after_two[key]["figure"], key
+        assert after_next[key]["upcoming"] != after_next[key]["figure"], key
+        # After Previous, what another Previous would show: the first patient.
+        assert after_previous[key]["figure"] == after_next[key]["figure"], key
+        assert after_previous[key]["upcoming"] == first[key]["figure"], key
+
+
+def test_the_figure_text_is_made_once_per_figure_and_forgotten_with_it() -> None:
+    import gc
+
+    import plotly.graph_objects as go
+
+    figure = go.Figure(go.Bar(x=[1.0, 2.0], y=["a", "b"]))
+    text = chart_component.figure_json(figure)
+    assert chart_component.figure_json(figure) is text  # not made again
+    assert pio.from_json(text).data[0].y == ("a", "b")
+    address = id(figure)
+    del figure
+    gc.collect()
+    assert address not in chart_component._json_made
+
+
+def test_only_a_mounted_chart_draws_ahead() -> None:
+    import plotly.graph_objects as go
+
+    with pytest.raises(ValueError, match="only a mounted chart"):
+        widgets.chart(go.Figure(), key="x", upcoming=go.Figure())
+
+
 def test_a_mounted_chart_needs_a_key() -> None:
     import plotly.graph_objects as go
 

@@ -27,6 +27,8 @@ from dashboard_driver import (
     settle,
 )
 
+from app import chart_component
+
 VIEWPORTS = ((1280, 720), (1440, 900))
 OUTSIDE = "http://198.51.100.7:9"
 """A documentation-only address (RFC 5737): a request to it means markup was rendered."""
@@ -156,7 +158,8 @@ def reading_checks(page, url: str, csv: Path) -> None:
     compared = page.locator(".st-key-compare_patient")
     expect(compared).to_be_visible(timeout=STEP_TIMEOUT)
     compared.scroll_into_view_if_needed()
-    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=STEP_TIMEOUT)
+    # Charts on show: each patient slot also holds a hidden plot drawn ahead.
+    expect(page.locator(chart_component.SHOWN_CHARTS)).to_have_count(4, timeout=STEP_TIMEOUT)
     shots(page, "patient-compare")
     page.locator(".st-key-compare_on label").click()
     settle(page)

@@ -23,6 +23,8 @@ from dashboard_driver import (
     settle,
 )
 
+from app import chart_component
+
 VIEWPORTS = ((1280, 720), (1440, 900))
 
 pytestmark = pytest.mark.slow
@@ -66,10 +68,10 @@ def checks(page, url: str) -> None:
     shots(page, "patient-uncertainty", bars)
 
     # The standard SHAP panel: off by default, then one more chart with its sentence.
-    charts_before = page.locator(".js-plotly-plot").count()
+    charts_before = page.locator(chart_component.SHOWN_CHARTS).count()  # not those drawn ahead
     page.locator(".st-key-fixed_q_on").get_by_text("Show what a standard SHAP").click()
     settle(page)
-    expect(page.locator(".js-plotly-plot")).to_have_count(charts_before + 1)
+    expect(page.locator(chart_component.SHOWN_CHARTS)).to_have_count(charts_before + 1)
     sentence = page.get_by_text(re.compile("has no calibration-driven part"))
     expect(sentence).to_be_visible()
     shots(page, "patient-standard-shap", page.locator(".st-key-fixed_q_chart"))
