@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
-from app import planning, state, widgets
+from app import planning, runs, state, widgets
 from app.text import markdown_text
 from core import FAMILIES, MODELS, target_values
 from core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
@@ -207,10 +207,12 @@ def follow(job: state.RunJob) -> None:
                   help="Stops the computation within a second or two; the previous results "
                        "are kept.")
         try:
-            while not job.finished.wait(0.25):
-                job.seen()
-                label = "Stopping…" if job.stop_asked is not None else job.label
-                bar.progress(min(max(job.share, 0.0), 1.0), text=label)
+            # Only polling: the work other runs leave for quiet moments need not wait for it.
+            with runs.following():
+                while not job.finished.wait(0.25):
+                    job.seen()
+                    label = "Stopping…" if job.stop_asked is not None else job.label
+                    bar.progress(min(max(job.share, 0.0), 1.0), text=label)
         except StopException:  # a rerun, Streamlit's Stop, or the session ending
             job.unwatched()
             raise
