@@ -185,9 +185,13 @@ if not plan.fast:
 
 
 HIDE_RUN_BUTTON = "<style>.st-key-run { display: none; }</style>"
-HIDE_COHORT_CHARTS = ("<style>.st-key-cohort_charts_ahead { flex: 0 0 0 !important; "
-                      "max-height: 0 !important; overflow: hidden; visibility: hidden; "
-                      "pointer-events: none; }</style>")
+HIDE_COHORT_CHARTS = (
+    "<style>.st-key-cohort_charts_ahead { flex: 0 0 0 !important; max-height: 0 !important; "
+    "overflow: hidden; visibility: hidden; pointer-events: none; } "
+    # Its wrapper is the page's last item: without this the gap before it (1rem) would
+    # lengthen the page.
+    "[data-testid='stLayoutWrapper']:has(> .st-key-cohort_charts_ahead) { margin-top: -1rem; }"
+    "</style>")
 
 
 def cohort_charts_ahead(results: state.Results) -> None:
