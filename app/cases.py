@@ -356,19 +356,24 @@ one patient's build (about 3 ms), so a page another session (or this one) runs m
 for it by that much at most."""
 
 
-def prepare(shown: Shown, patients: int = WARM_PATIENTS, pace: float = WARM_PACE) -> None:
+def prepare(shown: Shown, patients: int = WARM_PATIENTS, pace: float = WARM_PACE,
+            wait: Callable[[], None] = lambda: None) -> None:
     """Build what the result pages draw of a run before anyone asks: the Cohort page's numbers
     and charts, then the first `patients` patients' bars, waterfall and table, resting `pace`
     seconds between patients. Called by the run's worker as the run ends; a page finds them
     kept and only draws. Once per record: the workers of other sessions that waited for the same
-    run find it prepared, or being prepared, and leave it."""
+    run find it prepared, or being prepared, and leave it.
+
+    `wait()` is called before each build and returns when it may go on (the worker's
+    `runs.QuietWaiter`: while no session's script runs): the first visits after a Run are script
+    runs of their own, which this work would otherwise slow down by holding the interpreter."""
     cohort_figures(shown)
     with _kept_lock:
         if shown in _prepared:
             return
         _prepared.add(shown)
     for position in range(min(shown.n, patients, KEPT_PER_PROCESS // 3 - 1)):
-        bars_figure(shown, position)
-        waterfall_figure(shown, position)
-        patient_table(shown, position)
+        for build in (bars_figure, waterfall_figure, patient_table):
+            wait()
+            build(shown, position)
         time.sleep(pace)

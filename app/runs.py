@@ -15,12 +15,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_run_context import SCRIPT_RUN_CONTEXT_ATTR_NAME
 
 from app import auth, cases, planning, sources
 from app.shown import Shown, shown_for
@@ -462,7 +464,7 @@ class RunJob:
             # A patient switch then only sends them (a few milliseconds less server work per
             # switch, which counts when many sessions switch at once).
             try:
-                cases.prepare(record)
+                cases.prepare(record, wait=QuietWaiter())
             except Exception as error:  # the pages build what is missing themselves
                 logger.error("preparing the patients' figures failed with %s",
                              type(error).__name__)
@@ -485,6 +487,75 @@ def _yield_to_interactive_work() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), RUN_NICENESS)
     except (AttributeError, OSError):  # not Linux, or not permitted
         pass
+
+
+PREPARE_GRACE = 0.5
+"""Seconds with no session's script running before the patients' preparation goes on: after a
+script run the server still sends its page for a moment, and a user's next click (the Cohort
+page after Run) usually comes within a second."""
+PREPARE_LONGEST_WAIT = 10.0
+"""Most seconds the preparation waits for a quiet moment before one more build anyway: a steady
+stream of clicks from many sessions would otherwise hold it back for good."""
+
+_following_lock = threading.Lock()
+_following: set[int] = set()
+"""Threads of script runs that only poll a run's progress (`following`)."""
+
+
+@contextmanager
+def following() -> Iterator[None]:
+    """The calling script run only polls a run's progress (Setup's `follow`, for as long as the
+    run lasts): it does not count as a script running for `scripts_running`."""
+    me = threading.get_ident()
+    with _following_lock:
+        _following.add(me)
+    try:
+        yield
+    finally:
+        with _following_lock:
+            _following.discard(me)
+
+
+def scripts_running() -> bool:
+    """Whether a session's script run is under way on this server, besides the caller: a live
+    thread carrying Streamlit's script-run context (Streamlit attaches it to the thread of each
+    script run), other than those only following a run."""
+    me = threading.current_thread()
+    with _following_lock:
+        polling = set(_following)
+    return any(thread is not me and thread.ident not in polling and thread.is_alive()
+               and getattr(thread, SCRIPT_RUN_CONTEXT_ATTR_NAME, None) is not None
+               for thread in threading.enumerate())
+
+
+class QuietWaiter:
+    """Called before each step of low-priority work: returns once no session's script has run
+    for `grace` seconds (at once while that holds), or after `longest` seconds of waiting.
+
+    The run's worker prepares the patients' figures in the server process the pages run in;
+    Python runs one thread at a time, so a step under way delays a script run by up to the
+    interpreter's switch interval each time they trade, and the first visits after a Run are
+    exactly when both want it. Measured on the bundled sample: the preparation of 111 patients
+    took 3.1-4.7 s of wall time (0.6 s of CPU) after each Run and overlapped the first Cohort
+    visit and often the next one."""
+
+    def __init__(self, grace: float = PREPARE_GRACE, longest: float = PREPARE_LONGEST_WAIT,
+                 poll: float = 0.02) -> None:
+        self.grace, self.longest, self.poll = grace, longest, poll
+        self._busy_at = time.monotonic()
+        """When a script run was last seen (made: the run just ended, its page is being drawn)."""
+
+    def __call__(self) -> None:
+        start = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if scripts_running():
+                self._busy_at = now
+            elif now - self._busy_at >= self.grace:
+                return
+            if now - start >= self.longest:
+                return
+            time.sleep(self.poll)
 
 
 _RUNS_LOCK = threading.Lock()
