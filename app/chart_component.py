@@ -60,6 +60,9 @@ SHOWN_CHARTS = f".js-plotly-plot:not(.{SPARE_CLASS})"
 # * the spare plot drawn in requestIdleCallback: ahead-of-time drawing must not compete with
 #   the paint of what the user asked for; absolutely placed and invisible, so it takes no room,
 #   gets no pointer events (no hover) and is not read out (aria-hidden);
+# * the figure drawn ahead shown when the page's subheading names it (a MutationObserver), not
+#   only when the slot's own update comes: Streamlit draws a rerun's elements as their messages
+#   arrive, and the slot's comes a frame or two after the heading's;
 # * the lasso and box select buttons removed and no plotly logo or cloud link, as
 #   st.plotly_chart does for a chart without selections, and a fullscreen button added, as
 #   st.plotly_chart has one;
@@ -176,37 +179,71 @@ function forgetAhead(spare) {
   }
 }
 
+function front(slot) {
+  return slot.querySelector(":scope > .__CHART_CLASS__:not(.__SPARE_CLASS__)");
+}
+
+function countShow(slot, plot) {
+  slot._cpdecompShows = (slot._cpdecompShows || 0) + 1;
+  plot.dataset.draws = String(slot._cpdecompShows);
+}
+
+function showSpare(slot, plot, spare) {
+  // Drawn ahead: show it, and keep the other plot as the spare. Put first in the slot, so
+  // that the slot's first chart is the one on show.
+  show(spare);
+  hide(plot);
+  slot.insertBefore(spare, plot);
+  countShow(slot, spare);
+  if (document.fullscreenElement === slot) {
+    window.cpdecompPlotly.then((Plotly) => fit(slot, spare, Plotly));
+  }
+}
+
+function watchCue(slot, cue) {
+  // The page's subheading naming what the figure drawn ahead shows (the next patient) is
+  // often drawn a React commit or two before this slot's own call brings that figure: show
+  // the figure as that subheading is drawn (a MutationObserver runs before the paint), so
+  // that the heading and its charts appear in one frame. The call then finds its figure on
+  // show and draws nothing; if another figure comes, it is drawn as usual.
+  if (slot._cpdecompCue) slot._cpdecompCue.disconnect();
+  slot._cpdecompCue = null;
+  const cued = () => Array.from(document.querySelectorAll(cue.selector))
+    .some((heading) => heading.textContent.includes(cue.text));
+  // (a heading on the page already is not a cue: it is not what comes next)
+  if (!cue || cued()) return;
+  const observer = new MutationObserver(() => {
+    if (!cued()) return;
+    observer.disconnect();
+    slot._cpdecompCue = null;
+    const plot = front(slot);
+    const spare = slot.querySelector(":scope > .__CHART_CLASS__.__SPARE_CLASS__");
+    if (plot && spare && spare._cpdecompReady && spare._cpdecompReady === spare._cpdecompFigure) {
+      showSpare(slot, plot, spare);
+    }
+  });
+  observer.observe(document.body, { childList: true, subtree: true, characterData: true });
+  slot._cpdecompCue = observer;
+}
+
 export default function ({ data, parentElement }) {
   const slot = parentElement;
   const call = (slot._cpdecompCalls || 0) + 1;
   slot._cpdecompCalls = call;
   slot.style.position = "relative";  // the spare's box
-  let plot = slot.querySelector(":scope > .__CHART_CLASS__:not(.__SPARE_CLASS__)");
+  let plot = front(slot);
   let spare = slot.querySelector(":scope > .__CHART_CLASS__.__SPARE_CLASS__");
   if (!plot) {
     plot = addPlot(slot);
     show(plot);
   }
-  const shown = () => {
-    slot._cpdecompShows = (slot._cpdecompShows || 0) + 1;
-    plot.dataset.draws = String(slot._cpdecompShows);
-  };
   if (spare && spare._cpdecompReady === data.figure) {
-    // Drawn ahead: show it, and keep the other plot as the spare. Put first in the slot, so
-    // that the slot's first chart is the one on show.
+    showSpare(slot, plot, spare);
     [plot, spare] = [spare, plot];
-    show(plot);
-    hide(spare);
-    slot.insertBefore(plot, spare);
-    shown();
-    if (document.fullscreenElement === slot) {
-      const front = plot;
-      window.cpdecompPlotly.then((Plotly) => fit(slot, front, Plotly));
-    }
   } else if (plot._cpdecompFigure !== data.figure) {
     forgetAhead(spare);
     draw(plot, data.figure, data).then(() => {
-      if (!plot.classList.contains("__SPARE_CLASS__")) shown();
+      if (!plot.classList.contains("__SPARE_CLASS__")) countShow(slot, plot);
     });
   }
   if (data.upcoming && data.upcoming !== data.figure
@@ -226,11 +263,12 @@ export default function ({ data, parentElement }) {
       }, { timeout: 2000 });
     }, AHEAD_DELAY_MS);
   }
+  watchCue(slot, data.upcoming && data.upcoming !== data.figure ? data.cue : null);
   if (!slot._cpdecompFullscreen) {
     slot._cpdecompFullscreen = () => {
       slot.style.background = document.fullscreenElement === slot ? "white" : "";
-      const front = slot.querySelector(":scope > .__CHART_CLASS__:not(.__SPARE_CLASS__)");
-      if (front) window.cpdecompPlotly.then((Plotly) => fit(slot, front, Plotly));
+      const onShow = front(slot);
+      if (onShow) window.cpdecompPlotly.then((Plotly) => fit(slot, onShow, Plotly));
     };
     slot.addEventListener("fullscreenchange", slot._cpdecompFullscreen);
   }
@@ -249,6 +287,7 @@ export default function ({ data, parentElement }) {
     // call's when the next call came before it had finished starting: a later call owns the
     // slot then, and its plots are left alone.
     if (slot._cpdecompCalls !== call) return;
+    watchCue(slot, null);
     if (slot._cpdecompResize) slot._cpdecompResize.disconnect();
     slot._cpdecompResize = null;
     slot.removeEventListener("fullscreenchange", slot._cpdecompFullscreen);
@@ -311,12 +350,20 @@ _json_lock = threading.Lock()
 
 
 def mounted_chart(figure: go.Figure, config: Mapping[str, object], key: str,
-                  upcoming: go.Figure | None = None) -> None:
+                  upcoming: go.Figure | None = None, upcoming_heading: str | None = None
+                  ) -> None:
     """Draw `figure` in the slot `key`, updating the chart already there if there is one.
 
     `upcoming`: the figure this slot is likely to show next, which the browser draws ahead
-    while idle; showing it then costs no drawing."""
+    while idle; showing it then costs no drawing. `upcoming_heading`: the text of the page's
+    subheading (st.subheader) that is drawn when `upcoming` is due: the slot shows `upcoming`
+    as soon as that subheading is on the page, in the same frame, instead of when its own
+    update arrives."""
+    if upcoming_heading is not None and upcoming is None:
+        raise ValueError("an upcoming heading cues an upcoming figure: none was given")
+    cue = None if upcoming_heading is None else {"selector": "h3", "text": upcoming_heading}
     _mount(key=key, data={"figure": figure_json(figure), "config": dict(config),
                           "upcoming": None if upcoming is None else figure_json(upcoming),
+                          "cue": cue,
                           "script": _plotly_files(), "version": PLOTLY_VERSION},
            width="stretch", height="content")

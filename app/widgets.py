@@ -44,16 +44,16 @@ def units_toggle(run: state.RunConfig) -> None:
 
 
 def chart(figure: go.Figure, key: str | None = None, *, mounted: bool = False,
-          upcoming: go.Figure | None = None) -> None:
+          upcoming: go.Figure | None = None, upcoming_heading: str | None = None) -> None:
     """Every chart of the app. `mounted` (which needs a key) keeps the slot's chart on the page
     and redraws it in place when the figure changes (app/chart_component.py): for the charts a
     patient switch changes, where st.plotly_chart would build a new chart each time.
     `upcoming` (mounted charts only): the slot's likely next figure, drawn ahead by the
-    browser."""
+    browser, and shown at once when the page's subheading reads `upcoming_heading`."""
     if mounted:
         if key is None:
             raise ValueError("a mounted chart needs a key: it names the slot it stays in")
-        chart_component.mounted_chart(figure, CHART_CONFIG, key, upcoming)
+        chart_component.mounted_chart(figure, CHART_CONFIG, key, upcoming, upcoming_heading)
     else:
         if upcoming is not None:
             raise ValueError("only a mounted chart draws an upcoming figure ahead")

@@ -37,6 +37,10 @@ def num(value: float, signed: bool = False) -> str:
     return people_number(value, width_scale, signed)
 
 
+HEADING = "Why is patient {}'s interval this wide?"
+"""The patient panel's subheading; its text names the patient whose charts are below it."""
+
+
 def step(offset: int) -> None:
     st.session_state["patient"] = (int(st.session_state["patient"]) + offset) % n
     st.session_state["patient_step"] = offset
@@ -86,10 +90,13 @@ def patient_panel() -> None:
     else:
         cols[3].metric("Observed", "unknown")
 
-    st.subheader(f"Why is patient {markdown_text(patient)}'s interval this wide?")
+    st.subheader(HEADING.format(markdown_text(patient)))
     following = upcoming(position)
+    # The next patient's charts, drawn ahead, are shown as soon as the heading names them.
+    cue = None if following is None else HEADING.format(str(e.patient_ids[following]))
     widgets.chart(cases.bars_figure(e, position), key="patient_bars", mounted=True,
-                  upcoming=None if following is None else cases.bars_figure(e, following))
+                  upcoming=None if following is None else cases.bars_figure(e, following),
+                  upcoming_heading=cue)
     with st.container(key="patient_reading"):
         st.markdown(markdown_text(cases.case_reading(width, position, unit=outcome.unit)))
     if clipped[position]:
@@ -116,7 +123,8 @@ def patient_panel() -> None:
                    "Setup page shrinks them as 1/√budget.")
 
     widgets.chart(cases.waterfall_figure(e, position), key="patient_waterfall", mounted=True,
-                  upcoming=None if following is None else cases.waterfall_figure(e, following))
+                  upcoming=None if following is None else cases.waterfall_figure(e, following),
+                  upcoming_heading=cue)
     if not e.efficient:
         st.caption("This attribution method is not efficient: the attributions do not add up "
                    "to the width's change, and the waterfall shows the rest as 'not "

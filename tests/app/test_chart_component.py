@@ -65,8 +65,10 @@ def payloads(at) -> dict[str, dict]:
 def test_each_patient_chart_carries_the_figure_a_click_would_show_next() -> None:
     at = patient_page()
     first = payloads(at)
+    first_at = [h.value for h in at.subheader]
     at.button(key="patient_next").click().run()
     after_next = payloads(at)
+    next_at = [h.value for h in at.subheader]
     at.button(key="patient_next").click().run()
     after_two = payloads(at)
     at.button(key="patient_previous").click().run()
@@ -81,6 +83,11 @@ def test_each_patient_chart_carries_the_figure_a_click_would_show_next() -> None
         # After Previous, what another Previous would show: the first patient.
         assert after_previous[key]["figure"] == after_next[key]["figure"], key
         assert after_previous[key]["upcoming"] == first[key]["figure"], key
+    # The cue to show the figure drawn ahead: the heading the page draws with it.
+    headings = [subheading(page) for page in (first_at, next_at)]
+    assert first["patient_bars"]["cue"] == {"selector": "h3", "text": headings[1]}
+    assert first["patient_waterfall"]["cue"] == first["patient_bars"]["cue"]
+    assert after_next["patient_bars"]["cue"]["text"] not in headings
 
 
 def test_the_figure_text_is_made_once_per_figure_and_forgotten_with_it() -> None:
@@ -98,11 +105,19 @@ def test_the_figure_text_is_made_once_per_figure_and_forgotten_with_it() -> None
     assert address not in chart_component._json_made
 
 
+def subheading(values: list[str]) -> str:
+    """The patient panel's heading among a page's subheadings, as the browser shows it (the
+    patient labels here hold no characters that Markdown would change)."""
+    return next(value for value in values if value.startswith("Why is patient"))
+
+
 def test_only_a_mounted_chart_draws_ahead() -> None:
     import plotly.graph_objects as go
 
     with pytest.raises(ValueError, match="only a mounted chart"):
         widgets.chart(go.Figure(), key="x", upcoming=go.Figure())
+    with pytest.raises(ValueError, match="cues an upcoming figure"):
+        chart_component.mounted_chart(go.Figure(), {}, "x", upcoming_heading="Why")
 
 
 def test_a_mounted_chart_needs_a_key() -> None:

@@ -47,6 +47,21 @@ DRAWN = """(selector) => {
 }"""
 
 
+FRAME_OF_HEADING = """(shown) => {
+  window.shownWithHeading = null;
+  const text = () => (Array.from(document.querySelectorAll('h3'))
+    .find(h => h.textContent.includes('Why is patient')) || {}).textContent;
+  const before = text();
+  const look = () => {
+    const now = text();
+    if (now && now !== before) {
+      window.shownWithHeading = shown.map(s => document.querySelector(s).dataset.marker || null);
+    } else requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+}"""
+
+
 def drawn(page, chart: str) -> dict:
     return page.evaluate(DRAWN, CHARTS[chart])
 
@@ -113,6 +128,9 @@ def test_a_switch_updates_the_mounted_charts_in_place(tmp_path: Path) -> None:
                       list(CHARTS.values()))
         drawn_ahead = {chart: spare(page, chart) for chart in CHARTS}
         before = heading(page)
+        # On each animation frame until the heading names the next patient: which plot each
+        # slot shows then.
+        page.evaluate(FRAME_OF_HEADING, list(SHOWN.values()))
         page.locator(".st-key-patient_next button").click()
         expect(page.get_by_text("Why is patient")).not_to_have_text(before, timeout=STEP_TIMEOUT)
         page.wait_for_function(
@@ -122,6 +140,8 @@ def test_a_switch_updates_the_mounted_charts_in_place(tmp_path: Path) -> None:
             timeout=STEP_TIMEOUT, polling="raf")
         settle(page)
         switched = {chart: drawn(page, chart) for chart in CHARTS}
+        # The charts drawn ahead were on show in the very frame the new heading first was.
+        assert page.evaluate("() => window.shownWithHeading") == ["ahead", "ahead"]
         for chart in CHARTS:
             # The plot drawn ahead is the one now on show, alone: not a new chart...
             assert switched[chart]["marker"] == "ahead", f"{chart}: not the plot drawn ahead"
