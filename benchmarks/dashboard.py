@@ -18,6 +18,10 @@
   screen before the charts are redrawn.
 * Cohort page, with --browser: from clicking Cohort until its charts are drawn, on the first
   visit after each of four Runs and on visits again from Setup (target: first ≤ 1.5× again).
+* First visits in new browser sessions, with --browser: eight sessions opened as a user opens
+  the dashboard, each Run once, then the Cohort page (half of them) or the Patient page (the
+  other half) for the first time and again: the first visit is where the browser meets a page's
+  elements for the first time.
 
 Repeated times read as median (p90, max) in milliseconds, by speed.harness.summary: the rule
 of every benchmark here, p90 interpolated between ranks as numpy.percentile does (of 30
@@ -44,6 +48,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from speed.harness import publish, summary, table, versions  # noqa: E402
+
+from app.chart_component import SHOWN_CHARTS  # noqa: E402
 
 MAIN = ROOT / "app" / "main.py"
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "dashboard.md"
@@ -187,18 +193,63 @@ ALPHAS = (0.15, 0.2, 0.25)
 """Runs after the first, each a new result to visit the Cohort page with."""
 
 
-def _cohort_visit(page) -> float:
-    """Seconds from clicking Cohort in the navigation until its charts are drawn."""
+COHORT_DRAWN = (
+    f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {COHORT_CHARTS}"
+    " && document.body.innerText.includes('Calibration vs instance: the two parts')")
+PATIENT_DRAWN = (
+    "['patient_bars', 'patient_waterfall'].every(slot => Array.from(document.querySelectorAll("
+    f"`.st-key-${{slot}} {SHOWN_CHARTS}`)).some(plot => plot._fullLayout"
+    " && plot.querySelector('.main-svg')))"
+    " && Array.from(document.querySelectorAll('h3')).some("
+    f"h => h.innerText.includes('{PATIENT_HEADING}'))")
+"""Whether the Patient page's heading and both its charts are on screen (not those drawn
+ahead)."""
+
+
+def _visit(page, name: str, drawn: str) -> float:
+    """Seconds from clicking `name` in the navigation until `drawn` holds."""
     from dashboard_driver import STEP_TIMEOUT, settle
 
     settle(page)
     start = time.perf_counter()
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Cohort").click()
-    page.wait_for_function(
-        f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {COHORT_CHARTS}"
-        " && document.body.innerText.includes('Calibration vs instance: the two parts')",
-        timeout=STEP_TIMEOUT, polling="raf")
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name=name).click()
+    page.wait_for_function(drawn, timeout=STEP_TIMEOUT, polling="raf")
     return time.perf_counter() - start
+
+
+def _cohort_visit(page) -> float:
+    """Seconds from clicking Cohort in the navigation until its charts are drawn."""
+    return _visit(page, "Cohort", COHORT_DRAWN)
+
+
+FRESH_SESSIONS = 8
+"""Fresh browser sessions for the first visits after a session's first Run: half visit the
+Cohort page first, half the Patient page."""
+
+
+def time_fresh_sessions(browser, url: str, sessions: int = FRESH_SESSIONS
+                        ) -> dict[str, list[float]]:
+    """In each of `sessions` new browser sessions (as a user opening the dashboard): the Data
+    page drawn, Run on Setup (served from the cache: the run is not what is timed), then the
+    first visit to the Cohort page (even sessions) or the Patient page (odd ones), Setup, and
+    the same page again."""
+    from dashboard_driver import open_page
+
+    times: dict[str, list[float]] = {"cohort fresh": [], "cohort fresh again": [],
+                                     "patient fresh": [], "patient fresh again": []}
+    for index in range(sessions):
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        page = context.new_page()
+        page.goto(url)
+        page.get_by_test_id("stDataFrame").first.wait_for(timeout=30_000)
+        page.locator(".st-key-outcome_histogram .main-svg").first.wait_for(timeout=30_000)
+        _run_with_alpha(page, None)
+        name, drawn = ("cohort", COHORT_DRAWN) if index % 2 == 0 else ("patient", PATIENT_DRAWN)
+        times[f"{name} fresh"].append(_visit(page, name.capitalize(), drawn))
+        open_page(page, "Setup")
+        times[f"{name} fresh again"].append(_visit(page, name.capitalize(), drawn))
+        context.close()
+    return times
 
 
 def _run_with_alpha(page, alpha: float | None) -> None:
@@ -265,6 +316,7 @@ def time_browser(switches: int) -> dict[str, list[float]]:
         page.get_by_test_id("stDataFrame").first.wait_for(timeout=30_000)
         page.locator(".st-key-outcome_histogram .main-svg").first.wait_for(timeout=30_000)
         times["cohort first"], times["cohort again"] = time_cohort_visits(page)
+        times.update(time_fresh_sessions(browser, url))
         open_page(page, "Patient")
         heading = subheading(page, PATIENT_HEADING)
         baseline = browser.new_page(viewport={"width": 1440, "height": 900})
@@ -287,6 +339,12 @@ def ratio(times: dict[str, list[float]], top: str, bottom: str) -> float:
 def later_ratio(times: dict[str, list[float]]) -> float:
     """First Cohort visits after the later Runs against visits again."""
     return statistics.median(times["cohort first"][1:]) / statistics.median(times["cohort again"])
+
+
+def fresh_ratio(times: dict[str, list[float]], page: str) -> float:
+    """A page's first visits in new browser sessions against its visits again there."""
+    return (statistics.median(times[f"{page} fresh"])
+            / statistics.median(times[f"{page} fresh again"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,6 +406,14 @@ def main(argv: list[str] | None = None) -> int:
             f"**{later_ratio(browser):.2f}×**, the session's first Run "
             f"**{browser['cohort first'][0] / statistics.median(browser['cohort again']):.2f}×** "
             f"(target ≤ 1.5×).",
+            f"* In {FRESH_SESSIONS} new browser sessions (each opened on the Data page, then "
+            f"Run), the first visit after the session's first Run: Cohort "
+            f"{summary(browser['cohort fresh'])} against again "
+            f"{summary(browser['cohort fresh again'])} "
+            f"(**{fresh_ratio(browser, 'cohort'):.2f}×**); Patient (heading and both charts) "
+            f"{summary(browser['patient fresh'])} against again "
+            f"{summary(browser['patient fresh again'])} "
+            f"(**{fresh_ratio(browser, 'patient'):.2f}×**).",
         ]
     publish("\n".join(lines) + "\n", args.out)
     return 0
