@@ -37,8 +37,9 @@ def num(value: float, signed: bool = False) -> str:
     return people_number(value, width_scale, signed)
 
 
+# The patient panel's subheading, naming the patient whose charts are below it. (A comment, not
+# a docstring: Streamlit's magic would show a bare string of a page script on the page.)
 HEADING = "Why is patient {}'s interval this wide?"
-"""The patient panel's subheading; its text names the patient whose charts are below it."""
 
 
 def step(offset: int) -> None:
