@@ -135,9 +135,12 @@ function heightFor(slot, plot) {
 
 function fit(slot, plot, Plotly) {
   // The plot on show takes the screen's height in fullscreen and its figure's otherwise.
+  // Its width follows the slot (the screen's in fullscreen): a height given to relayout alone
+  // would also fix the width at what it was.
   const height = heightFor(slot, plot);
-  if (plot._fullLayout && height && plot._fullLayout.height !== height) {
-    return Plotly.relayout(plot, { height });
+  if (plot._fullLayout && height && (plot._fullLayout.height !== height
+                                     || plot._fullLayout.width !== slot.clientWidth)) {
+    return Plotly.relayout(plot, { height, width: null, autosize: true });
   }
 }
 

@@ -224,7 +224,8 @@ def test_a_switch_updates_the_mounted_charts_in_place(tmp_path: Path) -> None:
         # The toolbar's fullscreen button (Streamlit's own charts have one) shows the slot
         # fullscreen, its chart as tall as the screen; leaving fullscreen gives the figure's
         # height back.
-        tall = page.evaluate("(s) => document.querySelector(s)._fullLayout.height", SHOWN["bars"])
+        tall, wide = page.evaluate("(s) => { const l = document.querySelector(s)._fullLayout;"
+                                   " return [l.height, l.width]; }", SHOWN["bars"])
         chart.hover()
         button = chart.locator('.modebar-btn[data-title="View fullscreen"]')
         button.wait_for(state="visible", timeout=STEP_TIMEOUT)
@@ -232,11 +233,15 @@ def test_a_switch_updates_the_mounted_charts_in_place(tmp_path: Path) -> None:
         page.wait_for_function(
             "(s) => { const f = document.fullscreenElement, p = document.querySelector(s);"
             " return f && f.contains(p) && f.closest('.st-key-patient_bars')"
-            " && p._fullLayout.height === window.innerHeight; }",
+            " && p._fullLayout.height === window.innerHeight"
+            " && p._fullLayout.width === window.innerWidth; }",
             arg=SHOWN["bars"], timeout=STEP_TIMEOUT, polling="raf")
         page.evaluate("() => document.exitFullscreen()")
         page.wait_for_function(
-            "([s, height]) => !document.fullscreenElement"
-            " && document.querySelector(s)._fullLayout.height === height",
-            arg=[SHOWN["bars"], tall], timeout=STEP_TIMEOUT, polling="raf")
-        assert tall != page.evaluate("() => window.innerHeight")  # the check above can fail
+            "([s, height, width]) => !document.fullscreenElement"
+            " && document.querySelector(s)._fullLayout.height === height"
+            " && document.querySelector(s)._fullLayout.width === width",
+            arg=[SHOWN["bars"], tall, wide], timeout=STEP_TIMEOUT, polling="raf")
+        # (the checks above can fail: the chart is smaller than the screen both ways)
+        screen = page.evaluate("() => [window.innerHeight, window.innerWidth]")
+        assert tall < screen[0] and wide < screen[1]
