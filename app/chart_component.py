@@ -36,6 +36,8 @@ import plotly.io as pio
 import streamlit as st
 import streamlit.components.v1 as components_v1
 from plotly.offline import get_plotlyjs_version
+from streamlit import runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 PLOTLY_FOLDER = Path(plotly.__file__).parent / "package_data"
 PLOTLY_SCRIPT = "plotly.min.js"
@@ -317,13 +319,26 @@ page's head, where a shadow root would not see it."""
 def _plotly_files() -> str:
     """The URL path, relative to the page, that serves the plotly package's plotly.js.
 
-    Declared on every call: the declaration registers the folder with the running server
-    (there is none at import time under AppTest or a second server in one process), and it is
-    only a dictionary entry."""
+    Declared once per running server, on its first chart: the declaration registers the folder
+    with that server's component registry (there is none at import time under AppTest, and a
+    process can run a second server), and it cannot be made at import. Not on every call: the
+    declaration looks up its caller's module (inspect.getmodule), about 1 ms per chart of every
+    patient switch."""
+    registry = runtime.get_instance().component_registry if runtime.exists() else None
+    known = None if registry is None else _served.get(registry)
+    if known is not None:
+        return known
     served = components_v1.declare_component("plotly_js", path=str(PLOTLY_FOLDER))
     # With server.customComponentBaseUrlPath a deployment serves components' files itself.
     folder = served.url or f"./component/{served.name}/"
-    return folder.rstrip("/") + "/" + PLOTLY_SCRIPT
+    path = folder.rstrip("/") + "/" + PLOTLY_SCRIPT
+    if registry is not None and get_script_run_ctx() is not None:  # registered just now
+        _served[registry] = path
+    return path
+
+
+_served: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+"""Each server's (component registry's) URL path of plotly.js, once declared there."""
 
 
 def figure_json(figure: go.Figure) -> str:
