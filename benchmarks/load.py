@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from dashboard import PATIENT_HEADING, subheading  # noqa: E402
 from dashboard_driver import (  # noqa: E402  (the tests folder is not a package)
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -145,7 +146,7 @@ async def one_session(browser, url: str, index: int, switches: int,
 
         step = "Patient"
         await open_page(page, "Patient")
-        heading = page.get_by_text("Why is patient")
+        heading = subheading(page, PATIENT_HEADING)
         await expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
         waited = True
         await together.wait()
@@ -248,7 +249,7 @@ async def switch_patients(page, count: int, first_step: int) -> list[float]:
     """`count` patient switches on the Patient page: choosing one → its heading on screen."""
     from playwright.async_api import expect
 
-    heading = page.get_by_text("Why is patient")
+    heading = subheading(page, PATIENT_HEADING)
     box = page.locator(".st-key-patient [role='combobox']")
     times = []
     for step in range(count):
