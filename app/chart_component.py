@@ -188,6 +188,10 @@ function front(slot) {
   return slot.querySelector(":scope > .__CHART_CLASS__:not(.__SPARE_CLASS__)");
 }
 
+function spareOf(slot) {
+  return slot.querySelector(":scope > .__CHART_CLASS__.__SPARE_CLASS__");
+}
+
 function countShow(slot, plot) {
   slot._cpdecompShows = (slot._cpdecompShows || 0) + 1;
   plot.dataset.draws = String(slot._cpdecompShows);
@@ -222,7 +226,7 @@ function watchCue(slot, cue) {
     observer.disconnect();
     slot._cpdecompCue = null;
     const plot = front(slot);
-    const spare = slot.querySelector(":scope > .__CHART_CLASS__.__SPARE_CLASS__");
+    const spare = spareOf(slot);
     if (plot && spare && spare._cpdecompReady && spare._cpdecompReady === spare._cpdecompFigure) {
       showSpare(slot, plot, spare);
     }
@@ -237,7 +241,7 @@ export default function ({ data, parentElement }) {
   slot._cpdecompCalls = call;
   slot.style.position = "relative";  // the spare's box
   let plot = front(slot);
-  let spare = slot.querySelector(":scope > .__CHART_CLASS__.__SPARE_CLASS__");
+  let spare = spareOf(slot);
   if (!plot) {
     plot = addPlot(slot);
     show(plot);
