@@ -31,20 +31,30 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from dashboard import PATIENT_HEADING, subheading  # noqa: E402
+from dashboard import (  # noqa: E402
+    PATIENT_HEADING,
+    TRIVIAL_APP,
+    TRIVIAL_HEADING,
+    subheading,
+)
 from dashboard_driver import (  # noqa: E402  (the tests folder is not a package)
     CHROMIUM,
     CHROMIUM_ARGS,
+    MAIN,
     STEP_TIMEOUT,
     browser_missing,
+    dashboard_command,
+    free_port,
     streamlit_server,
 )
 from speed.harness import load_text, percentile, publish, status_kib, table  # noqa: E402
@@ -94,91 +104,194 @@ async def settle(page) -> None:
     await page.wait_for_timeout(100)
 
 
+WATCH_HEADING = """([text, before]) => {
+  // Until the subheading holding `text` shows other text than `before`: a MutationObserver,
+  // which runs only when the page changes. Playwright's own waits poll the page instead (about
+  // 35 ms of its renderer per second of waiting, measured on the Patient page with the CDP's
+  // TaskDuration), and eight renderers polling take that from the two cores the server and
+  // the other browsers need.
+  const changed = () => Array.from(document.querySelectorAll('h3')).some(
+    h => h.textContent.includes(text) && h.textContent !== before);
+  window.benchmarkHeading = new Promise(resolve => {
+    const observer = new MutationObserver(() => {
+      if (changed()) { observer.disconnect(); resolve(); }
+    });
+    observer.observe(document.body, {childList: true, subtree: true, characterData: true});
+  });
+}"""
+HEADING_TEXT = """(text) => Array.from(document.querySelectorAll('h3')).map(h => h.textContent)
+  .find(t => t.includes(text))"""
+
+
+async def until_new_heading(page, text: str, finishes: list[float],
+                            act: Callable[[], Awaitable[None]],
+                            timeout: float = STEP_TIMEOUT / 1000) -> tuple[float, float]:
+    """Seconds from `act` (the user's last keystroke or click) until the subheading holding
+    `text` shows new text, and until the server's "script finished" message.
+
+    Nothing here polls the page: the heading is watched by a MutationObserver and the rerun's
+    end by the websocket's messages, so the browser works only for what the user asked for.
+    """
+    before = await page.evaluate(HEADING_TEXT, text)
+    await page.evaluate(WATCH_HEADING, [text, before])
+    start = time.perf_counter()
+    await act()
+    await asyncio.wait_for(page.evaluate("window.benchmarkHeading"), timeout)
+    shown = time.perf_counter() - start
+    deadline = start + timeout
+    while not any(t > start for t in finishes):
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the server's script did not finish")
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)  # the page applies the last messages
+    return shown, min(t for t in finishes if t > start) - start
+
+
+async def switch_to(page, keys: int, finishes: list[float]) -> tuple[float, float]:
+    """Choose the patient `keys` places down the Patient page's select box: `until_new_heading`
+    from the Enter that chooses it."""
+    # Type-ahead through the keyboard: the option list is virtual, so a patient far down is
+    # reached by arrows, not by a click on an element that may not exist yet.
+    await page.locator(".st-key-patient [role='combobox']").click()
+    for _ in range(keys):
+        await page.keyboard.press("ArrowDown")
+    return await until_new_heading(page, PATIENT_HEADING, finishes,
+                                   lambda: page.keyboard.press("Enter"))
+
+
 async def open_page(page, name: str) -> None:
     await page.get_by_test_id("stSidebarNav").get_by_role("link", name=name).click()
     await settle(page)
 
 
+def browsers_cpu(server_pid: int) -> float:
+    """CPU seconds of this process's children but the server: Playwright's driver and every
+    chromium process (the browsers), while they run."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.pid != server_pid and server_pid not in {p.pid for p in child.parents()}:
+                times = child.cpu_times()
+                total += times.user + times.system
+        except psutil.Error:  # ended meanwhile
+            continue
+    return total
+
+
 @dataclass
 class SwitchingPhase:
-    """The server's CPU seconds when the first session starts switching and when the last one
-    is done: its work for the switches alone (the Runs are over by then)."""
+    """The server's and the browsers' CPU seconds when the first session starts switching and
+    when the last one is done: their work for the switches alone (the Runs are over by then)."""
 
     server_pid: int
-    start: float | None = None
-    end: float | None = None
+    start: tuple[float, float, float] | None = None
+    end: tuple[float, float, float] | None = None
+    """(server CPU s, browsers' CPU s, wall clock s)"""
+
+    def _now(self) -> tuple[float, float, float]:
+        return process_cpu(self.server_pid), browsers_cpu(self.server_pid), time.perf_counter()
 
     def started(self) -> None:
         if self.start is None:
-            self.start = process_cpu(self.server_pid)
+            self.start = self._now()
 
     def ended(self) -> None:
-        self.end = process_cpu(self.server_pid)  # the last session to end writes last
+        if self.end is None:  # every session has finished switching by then
+            self.end = self._now()
 
-    @property
-    def cpu(self) -> float | None:
-        return None if self.start is None or self.end is None else self.end - self.start
+    def per_switch(self, switches: int) -> str:
+        """Milliseconds of the server's and of the browsers' CPU per switch, and how many of
+        the machine's cores they kept busy together over the phase."""
+        if self.start is None or self.end is None or not switches:
+            return "–"
+        server, browsers, wall = (end - start for start, end in
+                                  zip(self.start, self.end, strict=True))
+        return (f"{1000 * server / switches:.0f} / {1000 * browsers / switches:.0f} "
+                f"({(server + browsers) / wall:.1f} of {os.cpu_count()} cores)")
+
+
+Step = Callable[[Any, list[float], int], Awaitable[tuple[float, float]]]
+"""One timed action of a session: (page, the script-finished times, its count) → seconds until
+the page shows its answer, and until the server's script finished."""
+
+
+async def session(browser, url: str, switches: int, together: asyncio.Barrier,
+                  phase: SwitchingPhase, prepare: Callable[[Any, SessionTimes], Awaitable[None]],
+                  act: Step) -> SessionTimes:
+    """One user: `prepare` the page, wait for the others, `act` `switches` times, and wait for
+    the others again before leaving, so that the switches of all N sessions overlap and every
+    browser is still open (its CPU still counted) when the switching phase ends."""
+    times = SessionTimes()
+    context = await browser.new_context(viewport={"width": 1400, "height": 1400})
+    page = await context.new_page()
+    finishes = watch_script_finishes(page)
+    met = 0  # meetings at `together`: each session must come to both, whatever happens
+    step = "prepare"
+    try:
+        await page.goto(url)
+        await prepare(page, times)
+        met += 1
+        await together.wait()
+        phase.started()
+        for switch in range(switches):
+            step = f"switch {switch}"
+            shown, answered = await act(page, finishes, switch)
+            times.switches.append(shown)
+            times.answers.append(answered)
+    except Exception as error:  # a session that fails is reported, not hidden
+        times.error = f"{step}: {type(error).__name__}: {str(error).splitlines()[0][:120]}"
+    finally:
+        for _ in range(met, 2):
+            await together.wait()  # the others must not wait for it forever
+        phase.ended()
+        await context.close()
+    return times
 
 
 async def one_session(browser, url: str, index: int, switches: int,
                       together: asyncio.Barrier, phase: SwitchingPhase) -> SessionTimes:
     """One clinician: run the sample, wait for the others, then step through `switches`
-    patients of their own, so the switches of all N sessions overlap."""
+    patients of their own (session i from patient 7·i on)."""
     from playwright.async_api import expect
 
-    times = SessionTimes()
-    context = await browser.new_context(viewport={"width": 1400, "height": 1400})
-    page = await context.new_page()
-    finishes = watch_script_finishes(page)
-    waited = False
-    step = "open"
-    try:
-        await page.goto(url)
+    async def prepare(page, times: SessionTimes) -> None:
         await expect(page.get_by_text("Current data: sample")).to_be_visible(
             timeout=STEP_TIMEOUT)
-        step = "Setup"
         await open_page(page, "Setup")
         start = time.perf_counter()
-        step = "Run"
         await page.locator(".st-key-run button").click()
         await expect(page.get_by_text("Results for")).to_be_visible(timeout=RUN_TIMEOUT)
         times.run = time.perf_counter() - start
-
-        step = "Patient"
         await open_page(page, "Patient")
-        heading = subheading(page, PATIENT_HEADING)
-        await expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
-        waited = True
-        await together.wait()
-        phase.started()
-        box = page.locator(".st-key-patient [role='combobox']")
-        for switch in range(switches):
-            step = f"switch {switch}"
-            await settle(page)
-            before = await heading.inner_text()
-            # Type-ahead through the keyboard: the option list is virtual, so a patient far
-            # down is reached by arrows, not by a click on an element that may not exist yet.
-            await box.click()
-            for _ in range(7 * index + switch + 1 if switch == 0 else 1):
-                await page.keyboard.press("ArrowDown")
-            start = time.perf_counter()
-            await page.keyboard.press("Enter")
-            await expect(heading).not_to_have_text(before, timeout=STEP_TIMEOUT)
-            times.switches.append(time.perf_counter() - start)
-            await settle(page)  # the script has finished: its message is in
-            times.answers.append(min(t for t in finishes if t > start) - start)
-        phase.ended()
-    except Exception as error:  # a session that fails is reported, not hidden
-        times.error = f"{step}: {type(error).__name__}: {str(error).splitlines()[0][:120]}"
-        if not waited:
-            await together.wait()  # the others must not wait for it forever
-    finally:
-        await context.close()
-    return times
+        await expect(subheading(page, PATIENT_HEADING)).to_be_visible(timeout=STEP_TIMEOUT)
+
+    async def act(page, finishes: list[float], switch: int) -> tuple[float, float]:
+        return await switch_to(page, 7 * index + 1 if switch == 0 else 1, finishes)
+
+    return await session(browser, url, switches, together, phase, prepare, act)
 
 
-async def run_sessions(url: str, sessions: int, switches: int,
-                       phase: SwitchingPhase) -> list[SessionTimes]:
+async def trivial_session(browser, url: str, index: int, switches: int,
+                          together: asyncio.Barrier, phase: SwitchingPhase) -> SessionTimes:
+    """The baseline's user: open the trivial app, wait for the others, then press its button
+    `switches` times, timed as a patient switch is (the keystroke → the new heading)."""
+    from playwright.async_api import expect
+
+    async def prepare(page, times: SessionTimes) -> None:
+        await expect(subheading(page, TRIVIAL_HEADING)).to_be_visible(timeout=STEP_TIMEOUT)
+
+    async def act(page, finishes: list[float], switch: int) -> tuple[float, float]:
+        await page.locator(".st-key-next button").focus()  # pressed with Enter, as a patient
+        return await until_new_heading(  # is chosen
+            page, TRIVIAL_HEADING, finishes, lambda: page.keyboard.press("Enter"))
+
+    return await session(browser, url, switches, together, phase, prepare, act)
+
+
+async def run_sessions(url: str, sessions: int, switches: int, phase: SwitchingPhase,
+                       session=one_session) -> list[SessionTimes]:
     from playwright.async_api import async_playwright
 
     together = asyncio.Barrier(sessions)
@@ -186,10 +299,14 @@ async def run_sessions(url: str, sessions: int, switches: int,
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             return list(await asyncio.gather(
-                *(one_session(browser, url, i, switches, together, phase)
+                *(session(browser, url, i, switches, together, phase)
                   for i in range(sessions))))
         finally:
             await browser.close()
+
+
+def fmt(values: list[float], q: float) -> str:
+    return f"{percentile(values, q):,.0f}" if values else "–"
 
 
 def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
@@ -200,27 +317,18 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
     with streamlit_server(environment, folder / f"server-{sessions}.log") as (url, server):
         time.sleep(1.0)
         idle = status_kib("VmRSS", server.pid)
-        server_before, children_before = process_cpu(server.pid), os.times()
+        server_before = process_cpu(server.pid)
         started = time.perf_counter()
-        # Playwright's driver and chromium are children of this process and have exited (and
-        # been waited for) when this returns: their CPU is in os.times()'s children fields.
         phase = SwitchingPhase(server.pid)
         results = asyncio.run(run_sessions(url, sessions, switches, phase))
         wall = time.perf_counter() - started
-        children_after = os.times()
         server_cpu = process_cpu(server.pid) - server_before
         peak = status_kib("VmHWM", server.pid)
-    browser_cpu = (children_after.children_user + children_after.children_system
-                   - children_before.children_user - children_before.children_system)
     switch_times = [t for result in results for t in result.switches]
     answers = [1000 * t for result in results for t in result.answers]
     runs = [result.run for result in results if result.run is not None]
     errors = [result.error for result in results if result.error]
     ms = [1000 * t for t in switch_times]
-
-    def fmt(values: list[float], q: float) -> str:
-        return f"{percentile(values, q):,.0f}" if values else "–"
-
     return {
         "N": str(sessions), "wall (s)": f"{wall:.1f}",
         "switches": str(len(switch_times)),
@@ -228,14 +336,56 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
         "p99": fmt(ms, 99),
         "max": fmt(ms, 100),
         "server answered p50 / p90 (ms)": f"{fmt(answers, 50)} / {fmt(answers, 90)}",
-        "server CPU per switch (ms)": (f"{1000 * phase.cpu / len(switch_times):.0f}"
-                                       if phase.cpu is not None and switch_times else "–"),
+        "CPU per switch, server / browsers (ms)": phase.per_switch(len(switch_times)),
         "Run p50 / max (s)": (f"{statistics.median(runs):.1f} / {max(runs):.1f}"
                               if runs else "–"),
-        "CPU s: server / browsers": f"{server_cpu:.0f} / {browser_cpu:.0f}",
+        "server CPU s": f"{server_cpu:.0f}",
         "server RSS idle → peak (MiB)": f"{idle / 1024:,.0f} → {peak / 1024:,.0f}",
         "failed sessions": str(len(errors)) + (f" ({errors[0]})" if errors else ""),
     }
+
+
+def measure_trivial(sessions: int, switches: int, folder: Path) -> dict[str, str]:
+    """The baseline row: a fresh server of the trivial Streamlit app (one button, one line of
+    text: Streamlit's own floor for a round trip, as in benchmarks/dashboard.py) under the same
+    `sessions` browser sessions pressing its button at once."""
+    app = folder / "trivial_app.py"
+    app.write_text(TRIVIAL_APP, encoding="utf-8")
+    port = free_port()
+    command = dashboard_command(port)
+    command[command.index(str(MAIN))] = str(app)
+    with streamlit_server(dict(os.environ), folder / f"trivial-{sessions}.log",
+                          command=command, port=port) as (url, server):
+        time.sleep(1.0)
+        phase = SwitchingPhase(server.pid)
+        results = asyncio.run(run_sessions(url, sessions, switches, phase,
+                                           session=trivial_session))
+    ms = [1000 * t for result in results for t in result.switches]
+    answers = [1000 * t for result in results for t in result.answers]
+    errors = [result.error for result in results if result.error]
+    return {
+        "N": str(sessions), "clicks": str(len(ms)),
+        "click p50 (ms)": fmt(ms, 50), "p90": fmt(ms, 90), "p95": fmt(ms, 95),
+        "server answered p50 (ms)": fmt(answers, 50),
+        "CPU per click, server / browsers (ms)": phase.per_switch(len(ms)),
+        "failed sessions": str(len(errors)) + (f" ({errors[0]})" if errors else ""),
+    }
+
+
+def ratios(dashboard: dict[str, str], trivial: dict[str, str]) -> dict[str, str]:
+    """The dashboard's switch against the trivial app's click under the same load."""
+    def ratio(mine: str, floor: str) -> str:
+        try:
+            return f"{float(mine.replace(',', '')) / float(floor.replace(',', '')):.1f}×"
+        except ValueError:
+            return "–"
+
+    return {"N": dashboard["N"],
+            "p50: dashboard / trivial (ms)":
+                f"{dashboard['switch p50 (ms)']} / {trivial['click p50 (ms)']}",
+            "ratio p50": ratio(dashboard["switch p50 (ms)"], trivial["click p50 (ms)"]),
+            "p95: dashboard / trivial (ms)": f"{dashboard['p95']} / {trivial['p95']}",
+            "ratio p95": ratio(dashboard["p95"], trivial["p95"])}
 
 
 PROGRESS = re.compile(r"^(Computing the calibration game|Explaining every patient \()")
@@ -245,24 +395,11 @@ SLOW_FAMILY = "gamma"
 exact Shapley masks by brute force (minutes on the bundled sample, as Setup warns)."""
 
 
-async def switch_patients(page, count: int, first_step: int) -> list[float]:
+async def switch_patients(page, finishes: list[float], count: int,
+                          first_step: int) -> list[float]:
     """`count` patient switches on the Patient page: choosing one → its heading on screen."""
-    from playwright.async_api import expect
-
-    heading = subheading(page, PATIENT_HEADING)
-    box = page.locator(".st-key-patient [role='combobox']")
-    times = []
-    for step in range(count):
-        await settle(page)
-        before = await heading.inner_text()
-        await box.click()
-        for _ in range(first_step if step == 0 else 1):
-            await page.keyboard.press("ArrowDown")
-        start = time.perf_counter()
-        await page.keyboard.press("Enter")
-        await expect(heading).not_to_have_text(before, timeout=RUN_TIMEOUT)
-        times.append(time.perf_counter() - start)
-    return times
+    return [(await switch_to(page, first_step if step == 0 else 1, finishes))[0]
+            for step in range(count)]
 
 
 async def start_slow_run(browser, url: str):
@@ -300,6 +437,7 @@ async def contention(url: str, log: Path, switches: int) -> dict[str, str]:
         try:
             second = await browser.new_context(viewport={"width": 1400, "height": 1400})
             page = await second.new_page()
+            finishes = watch_script_finishes(page)
             await page.goto(url)
             await expect(page.get_by_text("Current data: sample")).to_be_visible(
                 timeout=STEP_TIMEOUT)
@@ -307,10 +445,10 @@ async def contention(url: str, log: Path, switches: int) -> dict[str, str]:
             await page.locator(".st-key-run button").click()
             await expect(page.get_by_text("Results for")).to_be_visible(timeout=RUN_TIMEOUT)
             await open_page(page, "Patient")
-            alone = await switch_patients(page, switches, 3)
+            alone = await switch_patients(page, finishes, switches, 3)
 
             _, slow = await start_slow_run(browser, url)
-            during = await switch_patients(page, switches, 1)
+            during = await switch_patients(page, finishes, switches, 1)
             still_running = await slow.locator(".st-key-stop_run button").first.is_visible()
             stopped_before = len(stop_lines(log))
             start = time.perf_counter()
@@ -442,10 +580,14 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="cpdecomp-load-"))
     load_before = os.getloadavg()
     started = time.perf_counter()
-    rows = []
+    rows, baseline, compared = [], [], []
     for sessions in args.sessions:
+        # The baseline right after the dashboard's row, so that both meet the machine alike.
         rows.append(measure(sessions, args.switches, folder))
         print(" | ".join(f"{k} {v}" for k, v in rows[-1].items()), file=sys.stderr)
+        baseline.append(measure_trivial(sessions, args.switches, folder))
+        print(" | ".join(f"trivial {k} {v}" for k, v in baseline[-1].items()), file=sys.stderr)
+        compared.append(ratios(rows[-1], baseline[-1]))
     contended = []
     if args.contention_switches:
         contended.append(measure_contention(args.contention_switches, folder))
@@ -475,18 +617,41 @@ def main(argv: list[str] | None = None) -> int:
         "on screen, all N sessions switching at the same time after every Run is done.",
         "* Server answered = choosing a patient → the server's \"script finished\" message "
         "on the websocket: the server's share of a switch, before the browser draws.",
-        "* Server CPU per switch = the server process's CPU seconds from the first session's "
-        "first switch to the last session's last, over the switches: what one switch costs "
-        "the server (with whatever else it did meanwhile, such as preparing the run's "
-        "patients' figures after the Runs).",
+        "* CPU per switch = the server process's CPU seconds, and those of the browsers "
+        "(every chromium process and Playwright's driver), from the first session's first "
+        "switch to the last session's last, over the switches: what one switch costs each "
+        "side (with whatever else it did meanwhile, such as the server preparing the run's "
+        "patients' figures after the Runs, or the browsers drawing the next patient's charts "
+        "ahead); in brackets, how many cores the two kept busy together in that time.",
+        "* The harness does not poll the page: each switch's heading is watched by a "
+        "MutationObserver and the rerun's end by the websocket's messages (Playwright's own "
+        "waits poll, about 35 ms of a renderer per second of waiting on the Patient page).",
         "* Server memory: resident set once idle, and the kernel's high-water mark (VmHWM).",
-        "* CPU: the dashboard server's, and that of chromium (all its processes) with "
-        "Playwright's driver, over the row. On a real deployment the browsers run on the "
-        "clinicians' computers; here they take their share of the same two cores.",
+        "* Server CPU s: the dashboard server's over the row, Runs included. The browsers' "
+        "CPU is read from their running processes during the switches (above): chromium's "
+        "processes are not all waited for by their parents, so the CPU of children that have "
+        "exited (os.times) misses most of it, as the rows of earlier versions of this script "
+        "did. On a real deployment the browsers run on the clinicians' computers; here they "
+        "take their share of the same two cores.",
         "",
         *(table(rows) if rows else []),
         "",
     ]
+    if baseline:
+        lines += [
+            "## Baseline: a trivial Streamlit app under the same load",
+            "",
+            "After each row above, a fresh server of a trivial Streamlit app (one button and "
+            "one line of text, as in `benchmarks/dashboard.py`: the least a Streamlit round "
+            "trip costs) and the same number of browser sessions pressing its button "
+            f"{args.switches} times each, all at once, timed the same way (the Enter that "
+            "presses it → the new text on the page).",
+            "",
+            *table(baseline),
+            "",
+            *table(compared),
+            "",
+        ]
     if contended:
         lines += [
             "## One user's slow Run, another user's patient switches, and Stop",
