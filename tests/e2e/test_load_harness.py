@@ -22,8 +22,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_baseline_row_counts_every_click_and_the_browsers_cpu(tmp_path: Path) -> None:
-    row = load.measure_trivial(2, 3, tmp_path)
-    assert row["clicks"] == "6"
+    row = load.measure_trivial(2, 5, tmp_path)
+    assert row["clicks"] == "10"
     assert row["failed sessions"] == "0"
     figures = re.fullmatch(r"(\d+) / (\d+) \((\d+\.\d) of \d+ cores\)",
                            row["CPU per click, server / browsers (ms)"])
@@ -32,7 +32,8 @@ def test_baseline_row_counts_every_click_and_the_browsers_cpu(tmp_path: Path) ->
     # Measured while every browser is still open: a browser closed before the phase's end
     # took its CPU with it (a negative figure before the sessions met again to leave).
     assert server > 0 and browsers > 0
-    assert 0 < cores <= (os.cpu_count() or 1) + 0.2  # CPU read within the phase's wall time
+    # Read within the phase's wall time: no process counted twice (a clock tick of slack each).
+    assert 0 < cores <= (os.cpu_count() or 1) + 0.5
     assert float(row["p95"].replace(",", "")) >= float(row["click p50 (ms)"].replace(",", ""))
 
 
