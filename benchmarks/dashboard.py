@@ -121,32 +121,50 @@ TRIVIAL_HEADING = "Clicked"
 PATIENT_HEADING = "Why is patient"
 
 
-WATCH_SWITCH = """([text, before]) => {
-  // From now on, on every animation frame: the time the subheading holding `text` first shows
-  // other text than `before`, and the time every chart on show first has new data. plotly
-  // keeps the traces it drew on the chart's div as `data`, a new array on each draw, whichever
-  // element drew it (st.plotly_chart's or app/chart_component's); compared by identity, as a
-  // check that serialises every trace on each frame is itself work for the renderer. A chart
-  // on show: not a hidden plot holding a figure drawn ahead.
-  const charts = () => Array.from(document.querySelectorAll('.js-plotly-plot'))
+WATCH_SWITCH = """([text, charts]) => {
+  // From now on: the time the subheading holding `text` first shows other text than it shows
+  // now, and (with `charts`) the time every chart on show first has new data. Watched by a
+  // MutationObserver, which runs only when the page changes, on both sides of the comparison:
+  // a check on every animation frame (innerText forces a layout) was work for the renderer on
+  // the dashboard's side alone, and Playwright's own waits poll too. plotly keeps the traces it
+  // drew on the chart's div as `data`, a new array on each draw, whichever element drew it
+  // (st.plotly_chart's or app/chart_component's); compared by identity, as a check that
+  // serialises every trace would itself be work. A chart on show: not a hidden plot holding a
+  // figure drawn ahead (shown by a change of its class and style: attributes are watched too).
+  const headings = () => Array.from(document.querySelectorAll('h3'))
+    .map(h => h.textContent).filter(t => t.includes(text));
+  const before = headings()[0];
+  const shownCharts = () => Array.from(document.querySelectorAll('.js-plotly-plot'))
     .filter(plot => plot.checkVisibility({visibilityProperty: true})).map(plot => plot.data);
-  const drawn = charts();
-  const seen = window.benchmarkSwitch = {heading: null, charts: null};
+  const drawn = charts ? shownCharts() : [];
+  const seen = window.benchmarkSwitch = {heading: null, charts: charts ? null : 0};
+  let headingSeen, chartsSeen;
+  seen.headingShown = new Promise(resolve => { headingSeen = resolve; });
+  seen.chartsShown = new Promise(resolve => { chartsSeen = resolve; });
   const look = () => {
     const now = performance.now();
-    if (seen.heading === null && Array.from(document.querySelectorAll('h3')).some(
-        h => h.innerText.includes(text) && h.innerText !== before)) seen.heading = now;
-    const shown = charts();
-    if (seen.charts === null && shown.length === drawn.length
-        && shown.every((data, i) => data && data !== drawn[i])) seen.charts = now;
-    if (seen.heading === null || seen.charts === null) requestAnimationFrame(look);
+    if (seen.heading === null && headings().some(t => t !== before)) {
+      seen.heading = now;
+      headingSeen();
+    }
+    if (seen.charts === null) {
+      const shown = shownCharts();
+      if (shown.length === drawn.length && shown.every((data, i) => data && data !== drawn[i])) {
+        seen.charts = now;
+      }
+    }
+    if (seen.heading !== null && seen.charts !== null) {
+      observer.disconnect();
+      chartsSeen();
+    }
   };
-  requestAnimationFrame(look);
+  const observer = new MutationObserver(look);
+  observer.observe(document.body, {childList: true, subtree: true, characterData: true,
+                                   attributes: true, attributeFilter: ['class', 'style']});
 }"""
-SWITCH_SEEN = ("() => window.benchmarkSwitch.heading !== null"
-               " && window.benchmarkSwitch.charts !== null")
-CHARTS_AFTER_HEADING = ("() => Math.max(0, window.benchmarkSwitch.charts"
-                        " - window.benchmarkSwitch.heading)")
+HEADING_SHOWN = "() => window.benchmarkSwitch.headingShown"
+CHARTS_AFTER_HEADING = ("() => window.benchmarkSwitch.chartsShown.then(() => Math.max(0,"
+                        " window.benchmarkSwitch.charts - window.benchmarkSwitch.heading))")
 
 
 def subheading(page, text: str):
@@ -157,32 +175,28 @@ def subheading(page, text: str):
     return page.locator("h3").filter(has_text=text)
 
 
-def _click_times(page, button: str, heading, text: str, switches: int,
+def _click_times(page, button: str, text: str, switches: int,
                  charts: list[float] | None = None) -> list[float]:
-    """Seconds from clicking `button` until `heading` (the subheading holding `text`) shows new
-    text, `switches` times.
+    """Seconds from clicking `button` until the subheading holding `text` shows new text,
+    `switches` times.
 
     With `charts`, also the seconds until every chart on the page shows new data (appended to
     it): a heading on screen before its charts are drawn is not yet the new patient. That is the
-    heading's time plus the time from the heading to the charts on screen, both seen on the
-    page's animation frames: a second wait from here would add a round trip to the browser that
-    the trivial app's side does not pay.
+    heading's time plus the time from the heading to the charts, both seen by the page: a
+    second wait from here would add a round trip to the browser that the trivial app's side
+    does not pay.
     """
     from dashboard_driver import settle
-    from playwright.sync_api import expect
 
     times = []
     for _ in range(switches):
         settle(page)
-        before = heading.inner_text()
-        if charts is not None:
-            page.evaluate(WATCH_SWITCH, [text, before])
+        page.evaluate(WATCH_SWITCH, [text, charts is not None])
         start = time.perf_counter()
         page.locator(f".st-key-{button} button").click()
-        expect(heading).not_to_have_text(before, timeout=30_000)
+        page.evaluate(HEADING_SHOWN)
         times.append(time.perf_counter() - start)
         if charts is not None:
-            page.wait_for_function(SWITCH_SEEN, timeout=30_000, polling="raf")
             charts.append(times[-1] + page.evaluate(CHARTS_AFTER_HEADING) / 1000)
     return times
 
@@ -318,16 +332,16 @@ def time_browser(switches: int) -> dict[str, list[float]]:
         times["cohort first"], times["cohort again"] = time_cohort_visits(page)
         times.update(time_fresh_sessions(browser, url))
         open_page(page, "Patient")
-        heading = subheading(page, PATIENT_HEADING)
+        expect(subheading(page, PATIENT_HEADING)).to_be_visible(timeout=30_000)
         baseline = browser.new_page(viewport={"width": 1440, "height": 900})
         baseline.goto(trivial_url)
         counter = subheading(baseline, TRIVIAL_HEADING)
         expect(counter).to_be_visible(timeout=30_000)
         # Alternating rounds, so a busy moment on the machine hits both sides alike.
         for _ in range(max(switches // 5, 1)):
-            times["switch"] += _click_times(page, "patient_next", heading, PATIENT_HEADING, 5,
+            times["switch"] += _click_times(page, "patient_next", PATIENT_HEADING, 5,
                                             charts=times["switch charts"])
-            times["trivial"] += _click_times(baseline, "next", counter, TRIVIAL_HEADING, 5)
+            times["trivial"] += _click_times(baseline, "next", TRIVIAL_HEADING, 5)
         browser.close()
     return times
 

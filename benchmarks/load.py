@@ -42,9 +42,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from dashboard import (  # noqa: E402
+    HEADING_SHOWN,
     PATIENT_HEADING,
     TRIVIAL_APP,
     TRIVIAL_HEADING,
+    WATCH_SWITCH,
     subheading,
 )
 from dashboard_driver import (  # noqa: E402  (the tests folder is not a package)
@@ -104,25 +106,6 @@ async def settle(page) -> None:
     await page.wait_for_timeout(100)
 
 
-WATCH_HEADING = """([text, before]) => {
-  // Until the subheading holding `text` shows other text than `before`: a MutationObserver,
-  // which runs only when the page changes. Playwright's own waits poll the page instead (about
-  // 35 ms of its renderer per second of waiting, measured on the Patient page with the CDP's
-  // TaskDuration), and eight renderers polling take that from the two cores the server and
-  // the other browsers need.
-  const changed = () => Array.from(document.querySelectorAll('h3')).some(
-    h => h.textContent.includes(text) && h.textContent !== before);
-  window.benchmarkHeading = new Promise(resolve => {
-    const observer = new MutationObserver(() => {
-      if (changed()) { observer.disconnect(); resolve(); }
-    });
-    observer.observe(document.body, {childList: true, subtree: true, characterData: true});
-  });
-}"""
-HEADING_TEXT = """(text) => Array.from(document.querySelectorAll('h3')).map(h => h.textContent)
-  .find(t => t.includes(text))"""
-
-
 async def until_new_heading(page, text: str, finishes: list[float],
                             act: Callable[[], Awaitable[None]],
                             timeout: float = STEP_TIMEOUT / 1000) -> tuple[float, float]:
@@ -131,12 +114,14 @@ async def until_new_heading(page, text: str, finishes: list[float],
 
     Nothing here polls the page: the heading is watched by a MutationObserver and the rerun's
     end by the websocket's messages, so the browser works only for what the user asked for.
+    Playwright's own waits poll the page, about 35 ms of a renderer per second of waiting on
+    the Patient page (the CDP's TaskDuration), and eight renderers polling take that from the
+    two cores being measured.
     """
-    before = await page.evaluate(HEADING_TEXT, text)
-    await page.evaluate(WATCH_HEADING, [text, before])
+    await page.evaluate(WATCH_SWITCH, [text, False])
     start = time.perf_counter()
     await act()
-    await asyncio.wait_for(page.evaluate("window.benchmarkHeading"), timeout)
+    await asyncio.wait_for(page.evaluate(HEADING_SHOWN), timeout)
     shown = time.perf_counter() - start
     deadline = start + timeout
     while not any(t > start for t in finishes):
