@@ -315,8 +315,7 @@ def time_browser(switches: int) -> dict[str, list[float]]:
     trivial = folder / "trivial_app.py"
     trivial.write_text(TRIVIAL_APP, encoding="utf-8")
     port = free_port()
-    trivial_command = [*dashboard_command(port)]
-    trivial_command[trivial_command.index(str(MAIN))] = str(trivial)
+    trivial_command = dashboard_command(port, trivial)
     times: dict[str, list[float]] = {"switch": [], "switch charts": [], "trivial": []}
     with sync_playwright() as playwright, \
             streamlit_server(environment, folder / "server.log") as (url, _), \

@@ -28,10 +28,12 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,7 +54,6 @@ from dashboard import (  # noqa: E402
 from dashboard_driver import (  # noqa: E402  (the tests folder is not a package)
     CHROMIUM,
     CHROMIUM_ARGS,
-    MAIN,
     STEP_TIMEOUT,
     browser_missing,
     dashboard_command,
@@ -276,7 +277,8 @@ async def trivial_session(browser, url: str, index: int, switches: int,
 
 
 async def run_sessions(url: str, sessions: int, switches: int, phase: SwitchingPhase,
-                       session=one_session) -> list[SessionTimes]:
+                       user=one_session) -> list[SessionTimes]:
+    """`sessions` browser sessions at once, each a `user` (one_session or trivial_session)."""
     from playwright.async_api import async_playwright
 
     together = asyncio.Barrier(sessions)
@@ -284,7 +286,7 @@ async def run_sessions(url: str, sessions: int, switches: int, phase: SwitchingP
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             return list(await asyncio.gather(
-                *(session(browser, url, i, switches, together, phase)
+                *(user(browser, url, i, switches, together, phase)
                   for i in range(sessions))))
         finally:
             await browser.close()
@@ -330,21 +332,27 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
     }
 
 
+@contextmanager
+def trivial_server(folder: Path, log: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A fresh server of the trivial app (its script and `log` in `folder`): its URL and
+    process."""
+    app = folder / "trivial_app.py"
+    app.write_text(TRIVIAL_APP, encoding="utf-8")
+    port = free_port()
+    with streamlit_server(dict(os.environ), folder / log, command=dashboard_command(port, app),
+                          port=port) as served:
+        yield served
+
+
 def measure_trivial(sessions: int, switches: int, folder: Path) -> dict[str, str]:
     """The baseline row: a fresh server of the trivial Streamlit app (one button, one line of
     text: Streamlit's own floor for a round trip, as in benchmarks/dashboard.py) under the same
     `sessions` browser sessions pressing its button at once."""
-    app = folder / "trivial_app.py"
-    app.write_text(TRIVIAL_APP, encoding="utf-8")
-    port = free_port()
-    command = dashboard_command(port)
-    command[command.index(str(MAIN))] = str(app)
-    with streamlit_server(dict(os.environ), folder / f"trivial-{sessions}.log",
-                          command=command, port=port) as (url, server):
+    with trivial_server(folder, f"trivial-{sessions}.log") as (url, server):
         time.sleep(1.0)
         phase = SwitchingPhase(server.pid)
         results = asyncio.run(run_sessions(url, sessions, switches, phase,
-                                           session=trivial_session))
+                                           user=trivial_session))
     ms = [1000 * t for result in results for t in result.switches]
     answers = [1000 * t for result in results for t in result.answers]
     errors = [result.error for result in results if result.error]

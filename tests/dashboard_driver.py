@@ -48,9 +48,10 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def dashboard_command(port: int) -> list[str]:
-    """`streamlit run app/main.py` as a developer starts it, on `port`."""
-    return [sys.executable, "-m", "streamlit", "run", str(MAIN),
+def dashboard_command(port: int, script: Path = MAIN) -> list[str]:
+    """`streamlit run app/main.py` as a developer starts it, on `port` (or another Streamlit
+    `script` the same way, such as the benchmarks' trivial app)."""
+    return [sys.executable, "-m", "streamlit", "run", str(script),
             "--server.port", str(port), "--server.address", "127.0.0.1",
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
             "--server.fileWatcherType", "none"]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from dashboard_driver import CHROMIUM, CHROMIUM_ARGS, dashboard_command, free_port, streamlit_server
+from dashboard_driver import CHROMIUM, CHROMIUM_ARGS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -35,15 +35,6 @@ def test_baseline_row_counts_every_click_and_the_browsers_cpu(tmp_path: Path) ->
     # Read within the phase's wall time: no process counted twice (a clock tick of slack each).
     assert 0 < cores <= (os.cpu_count() or 1) + 0.5
     assert float(row["p95"].replace(",", "")) >= float(row["click p50 (ms)"].replace(",", ""))
-
-
-def trivial_server(tmp_path: Path):
-    app = tmp_path / "trivial_app.py"
-    app.write_text(load.TRIVIAL_APP, encoding="utf-8")
-    port = free_port()
-    command = dashboard_command(port)
-    command[command.index(str(load.MAIN))] = str(app)
-    return streamlit_server(dict(os.environ), tmp_path / "trivial.log", command=command, port=port)
 
 
 async def on_trivial_page(url: str, check) -> None:
@@ -73,7 +64,7 @@ def test_the_wait_sees_the_new_heading_and_fails_without_one(tmp_path: Path) -> 
                                          lambda: page.keyboard.press("Shift"), timeout=2)
 
 
-    with trivial_server(tmp_path) as (url, _):
+    with load.trivial_server(tmp_path, "trivial.log") as (url, _):
         asyncio.run(on_trivial_page(url, check))
 
 
@@ -106,7 +97,7 @@ def test_a_failing_session_does_not_hold_up_the_others(tmp_path: Path) -> None:
             finally:
                 await browser.close()
 
-    with trivial_server(tmp_path) as (url, server):
+    with load.trivial_server(tmp_path, "trivial.log") as (url, server):
         healthy, broken = asyncio.run(sessions(url, server.pid))
     assert healthy.error is None and len(healthy.switches) == 4
     assert broken.error is not None and "second switch" in broken.error
