@@ -138,9 +138,22 @@ WATCH_SWITCH = """([text, charts]) => {
     .filter(plot => plot.checkVisibility({visibilityProperty: true})).map(plot => plot.data);
   const drawn = charts ? shownCharts() : [];
   const seen = window.benchmarkSwitch = {heading: null, charts: charts ? null : 0};
-  let headingSeen, chartsSeen;
-  seen.headingShown = new Promise(resolve => { headingSeen = resolve; });
-  seen.chartsShown = new Promise(resolve => { chartsSeen = resolve; });
+  let headingSeen, chartsSeen, headingLate, chartsLate;
+  seen.headingShown = new Promise((resolve, reject) => {
+    headingSeen = resolve;
+    headingLate = reject;
+  });
+  seen.chartsShown = new Promise((resolve, reject) => {
+    chartsSeen = resolve;
+    chartsLate = reject;
+  });
+  // A page that never changes fails the wait (as Playwright's 30 s timeouts did) and stops
+  // the observer, instead of leaving both waiting forever.
+  const timer = setTimeout(() => {
+    observer.disconnect();
+    headingLate(new Error("the heading did not change in 30 s"));
+    chartsLate(new Error("the charts were not redrawn in 30 s"));
+  }, 30000);
   const look = () => {
     const now = performance.now();
     if (seen.heading === null && headings().some(t => t !== before)) {
@@ -155,6 +168,7 @@ WATCH_SWITCH = """([text, charts]) => {
     }
     if (seen.heading !== null && seen.charts !== null) {
       observer.disconnect();
+      clearTimeout(timer);
       chartsSeen();
     }
   };
