@@ -7,15 +7,17 @@ For each N a fresh `streamlit run app/main.py` server starts (empty caches, as a
 and N browser contexts in one headless chromium (each its own Streamlit session, as N people
 with N tabs) do at the same time what a clinician does: open the dashboard on the bundled
 diabetes sample, press Run, open the Patient page, and step through different patients (session
-i starts at patient 7·i, so no two look at the same patients). The sessions press Run at the
-same moment, and start switching patients together once every one has its results, so the
-switch latencies are those of N people clicking at once. Every session works through a real
+i jumps to patient 7·i + 1 in the select box, so no two look at the same patients, then presses
+Next). The sessions press Run at the same moment, and start switching patients together once
+every one has its results, so the switch latencies are those of N people clicking at once
+(`--read` gives them time to read between two switches). Every session works through a real
 websocket with Streamlit's real reruns.
 
 Measured per session: Run (press → "Results for" on screen: model fit, calibration game and the
-cohort, or the shared cache after the first session), and each patient switch (choosing the
-option → the new patient's heading on screen). The server's memory is its resident set: the
-kernel's high-water mark (VmHWM) against the resident set once it is up and idle.
+cohort, or the shared cache after the first session), and each patient switch (the keystroke
+that chooses the option or presses Next → the new patient's heading on screen). The server's
+memory is its resident set: the kernel's high-water mark (VmHWM) against the resident set once
+it is up and idle.
 
 Prints a Markdown table and writes it to docs/benchmarks/load.md.
 """
@@ -26,6 +28,7 @@ import argparse
 import asyncio
 import os
 import platform
+import random
 import re
 import statistics
 import subprocess
@@ -145,6 +148,14 @@ async def switch_to(page, keys: int, finishes: list[float]) -> tuple[float, floa
                                    lambda: page.keyboard.press("Enter"))
 
 
+async def press_next(page, finishes: list[float]) -> tuple[float, float]:
+    """Press the Patient page's Next button (with Enter, as the trivial sessions press theirs):
+    `until_new_heading` from that keystroke."""
+    await page.locator(".st-key-patient_next button").focus()
+    return await until_new_heading(page, PATIENT_HEADING, finishes,
+                                   lambda: page.keyboard.press("Enter"))
+
+
 async def open_page(page, name: str) -> None:
     await page.get_by_test_id("stSidebarNav").get_by_role("link", name=name).click()
     await settle(page)
@@ -203,13 +214,24 @@ Step = Callable[[Any, list[float], int], Awaitable[tuple[float, float]]]
 the page shows its answer, and until the server's script finished."""
 
 
+def reading_times(read: float, seed: int) -> Iterator[float]:
+    """Seconds a user reads between two switches: none when `read` is 0 (switching back to
+    back), else drawn uniformly from 0.5·read to 1.5·read, seeded per session, so that the
+    sessions' clicks drift apart as people's do instead of landing together every round."""
+    rng = random.Random(seed)
+    while True:
+        yield rng.uniform(0.5 * read, 1.5 * read) if read > 0 else 0.0
+
+
 async def session(browser, url: str, switches: int, together: asyncio.Barrier,
                   phase: SwitchingPhase, prepare: Callable[[Any, SessionTimes], Awaitable[None]],
-                  act: Step) -> SessionTimes:
-    """One user: `prepare` the page, wait for the others, `act` `switches` times, and wait for
-    the others again before leaving, so that the switches of all N sessions overlap and every
-    browser is still open (its CPU still counted) when the switching phase ends."""
+                  act: Step, read: float = 0.0, seed: int = 0) -> SessionTimes:
+    """One user: `prepare` the page, wait for the others, `act` `switches` times (reading for
+    `reading_times(read, seed)` between two), and wait for the others again before leaving, so
+    that the switches of all N sessions overlap and every browser is still open (its CPU still
+    counted) when the switching phase ends."""
     times = SessionTimes()
+    pauses = reading_times(read, seed)
     context = await browser.new_context(viewport={"width": 1400, "height": 1400})
     page = await context.new_page()
     finishes = watch_script_finishes(page)
@@ -226,6 +248,8 @@ async def session(browser, url: str, switches: int, together: asyncio.Barrier,
             shown, answered = await act(page, finishes, switch)
             times.switches.append(shown)
             times.answers.append(answered)
+            if switch < switches - 1:
+                await asyncio.sleep(next(pauses))
     except Exception as error:  # a session that fails is reported, not hidden
         times.error = f"{step}: {type(error).__name__}: {str(error).splitlines()[0][:120]}"
     finally:
@@ -237,9 +261,11 @@ async def session(browser, url: str, switches: int, together: asyncio.Barrier,
 
 
 async def one_session(browser, url: str, index: int, switches: int,
-                      together: asyncio.Barrier, phase: SwitchingPhase) -> SessionTimes:
+                      together: asyncio.Barrier, phase: SwitchingPhase,
+                      read: float = 0.0) -> SessionTimes:
     """One clinician: run the sample, wait for the others, then step through `switches`
-    patients of their own (session i from patient 7·i on)."""
+    patients of their own: the first chosen in the select box (session i jumps to patient
+    7·i + 1), the others with Next, as a clinician works through a list."""
     from playwright.async_api import expect
 
     async def prepare(page, times: SessionTimes) -> None:
@@ -254,13 +280,17 @@ async def one_session(browser, url: str, index: int, switches: int,
         await expect(subheading(page, PATIENT_HEADING)).to_be_visible(timeout=STEP_TIMEOUT)
 
     async def act(page, finishes: list[float], switch: int) -> tuple[float, float]:
-        return await switch_to(page, 7 * index + 1 if switch == 0 else 1, finishes)
+        # Next after the first: the select box's own closing costs the browser about 45 ms
+        # before the rerun is even asked for (Next: 2 ms), and the baseline presses a button.
+        return await (switch_to(page, 7 * index + 1, finishes) if switch == 0
+                      else press_next(page, finishes))
 
-    return await session(browser, url, switches, together, phase, prepare, act)
+    return await session(browser, url, switches, together, phase, prepare, act, read, index)
 
 
 async def trivial_session(browser, url: str, index: int, switches: int,
-                          together: asyncio.Barrier, phase: SwitchingPhase) -> SessionTimes:
+                          together: asyncio.Barrier, phase: SwitchingPhase,
+                          read: float = 0.0) -> SessionTimes:
     """The baseline's user: open the trivial app, wait for the others, then press its button
     `switches` times, timed as a patient switch is (the keystroke → the new heading)."""
     from playwright.async_api import expect
@@ -273,12 +303,13 @@ async def trivial_session(browser, url: str, index: int, switches: int,
         return await until_new_heading(  # is chosen
             page, TRIVIAL_HEADING, finishes, lambda: page.keyboard.press("Enter"))
 
-    return await session(browser, url, switches, together, phase, prepare, act)
+    return await session(browser, url, switches, together, phase, prepare, act, read, index)
 
 
 async def run_sessions(url: str, sessions: int, switches: int, phase: SwitchingPhase,
-                       user=one_session) -> list[SessionTimes]:
-    """`sessions` browser sessions at once, each a `user` (one_session or trivial_session)."""
+                       user=one_session, read: float = 0.0) -> list[SessionTimes]:
+    """`sessions` browser sessions at once, each a `user` (one_session or trivial_session)
+    reading about `read` seconds between two switches."""
     from playwright.async_api import async_playwright
 
     together = asyncio.Barrier(sessions)
@@ -286,7 +317,7 @@ async def run_sessions(url: str, sessions: int, switches: int, phase: SwitchingP
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             return list(await asyncio.gather(
-                *(user(browser, url, i, switches, together, phase)
+                *(user(browser, url, i, switches, together, phase, read)
                   for i in range(sessions))))
         finally:
             await browser.close()
@@ -296,7 +327,7 @@ def fmt(values: list[float], q: float) -> str:
     return f"{percentile(values, q):,.0f}" if values else "–"
 
 
-def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
+def measure(sessions: int, switches: int, folder: Path, read: float = 0.0) -> dict[str, str]:
     """A fresh server, `sessions` concurrent sessions, and the figures of one table row."""
     environment = {**os.environ,
                    "CPDECOMP_REVIEW_DB": str(folder / f"reviews-{sessions}.sqlite3"),
@@ -307,7 +338,7 @@ def measure(sessions: int, switches: int, folder: Path) -> dict[str, str]:
         server_before = process_cpu(server.pid)
         started = time.perf_counter()
         phase = SwitchingPhase(server.pid)
-        results = asyncio.run(run_sessions(url, sessions, switches, phase))
+        results = asyncio.run(run_sessions(url, sessions, switches, phase, read=read))
         wall = time.perf_counter() - started
         server_cpu = process_cpu(server.pid) - server_before
         peak = status_kib("VmHWM", server.pid)
@@ -344,7 +375,8 @@ def trivial_server(folder: Path, log: str) -> Iterator[tuple[str, subprocess.Pop
         yield served
 
 
-def measure_trivial(sessions: int, switches: int, folder: Path) -> dict[str, str]:
+def measure_trivial(sessions: int, switches: int, folder: Path,
+                    read: float = 0.0) -> dict[str, str]:
     """The baseline row: a fresh server of the trivial Streamlit app (one button, one line of
     text: Streamlit's own floor for a round trip, as in benchmarks/dashboard.py) under the same
     `sessions` browser sessions pressing its button at once."""
@@ -352,7 +384,7 @@ def measure_trivial(sessions: int, switches: int, folder: Path) -> dict[str, str
         time.sleep(1.0)
         phase = SwitchingPhase(server.pid)
         results = asyncio.run(run_sessions(url, sessions, switches, phase,
-                                           user=trivial_session))
+                                           user=trivial_session, read=read))
     ms = [1000 * t for result in results for t in result.switches]
     answers = [1000 * t for result in results for t in result.answers]
     errors = [result.error for result in results if result.error]
@@ -557,6 +589,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, nargs="*", default=[1, 4, 8])
     parser.add_argument("--switches", type=int, default=10,
                         help="patient switches per session (default 10)")
+    parser.add_argument("--read", type=float, default=0.0,
+                        help="seconds a session reads between two switches, drawn from 0.5 to "
+                             "1.5 times this (default 0: back to back, every session switching "
+                             "at the same moment)")
     parser.add_argument("--contention-switches", type=int, default=10,
                         help="the second user's switches, alone and during the slow run "
                              "(0: no contention row)")
@@ -576,9 +612,9 @@ def main(argv: list[str] | None = None) -> int:
     rows, baseline, compared = [], [], []
     for sessions in args.sessions:
         # The baseline right after the dashboard's row, so that both meet the machine alike.
-        rows.append(measure(sessions, args.switches, folder))
+        rows.append(measure(sessions, args.switches, folder, args.read))
         print(" | ".join(f"{k} {v}" for k, v in rows[-1].items()), file=sys.stderr)
-        baseline.append(measure_trivial(sessions, args.switches, folder))
+        baseline.append(measure_trivial(sessions, args.switches, folder, args.read))
         print(" | ".join(f"trivial {k} {v}" for k, v in baseline[-1].items()), file=sys.stderr)
         compared.append(ratios(rows[-1], baseline[-1]))
     contended = []
@@ -604,11 +640,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{load_text(load_before)} at the start, {load_text(load_after)} at the end.",
         "* Each row: a fresh server with empty caches; N browser contexts at once, each "
         "running the diabetes sample with the default setup (gbm, normalized, exact Shapley) "
-        f"and then switching patient {args.switches} times, on patients of its own.",
+        f"and then switching patient {args.switches} times, on patients of its own: the first "
+        "in the select box (session i to patient 7·i + 1), the others with Next.",
         "* Run = pressing Run → results on screen, all N at once (one fit and one calibration "
-        "game are shared through the caches). Switch = choosing a patient → the new heading "
-        "on screen, all N sessions switching at the same time after every Run is done.",
-        "* Server answered = choosing a patient → the server's \"script finished\" message "
+        "game are shared through the caches). Switch = the Enter that chooses a patient or "
+        "presses Next → the new heading on screen, all N sessions starting to switch at the "
+        "same time after every Run is done, "
+        + ("and each switching again as soon as the heading is on screen (no reading time: "
+           "the heaviest load N people can make)."
+           if args.read <= 0 else
+           f"and each reading {0.5 * args.read:g}-{1.5 * args.read:g} s (uniform, seeded per "
+           "session) before the next switch, so that their clicks drift apart."),
+        "* Server answered = that Enter → the server's \"script finished\" message "
         "on the websocket: the server's share of a switch, before the browser draws.",
         "* CPU per switch = the server process's CPU seconds, and those of the browsers "
         "(every chromium process and Playwright's driver), from the first session's first "

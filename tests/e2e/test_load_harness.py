@@ -102,3 +102,16 @@ def test_a_failing_session_does_not_hold_up_the_others(tmp_path: Path) -> None:
     assert healthy.error is None and len(healthy.switches) == 4
     assert broken.error is not None and "second switch" in broken.error
     assert len(broken.switches) == 1
+
+
+def test_reading_times_are_seeded_and_within_half_to_one_and_a_half_times_the_read() -> None:
+    def first(read: float, seed: int) -> list[float]:
+        pauses = load.reading_times(read, seed)
+        return [next(pauses) for _ in range(200)]
+
+    assert first(0.0, 3) == [0.0] * 200  # back to back, as before the option existed
+    drawn = first(2.0, 3)
+    assert drawn == first(2.0, 3)  # a rerun of the benchmark reads alike
+    assert drawn != first(2.0, 4)  # two sessions do not click in step
+    assert all(1.0 <= t <= 3.0 for t in drawn)
+    assert min(drawn) < 1.2 and max(drawn) > 2.8  # spread over the range, not one value
