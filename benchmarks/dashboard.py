@@ -15,7 +15,8 @@
   the same run with a trivial Streamlit app's button round trip (click → new text on screen):
   the ratio is what the dashboard adds to Streamlit's own floor (target ≤ 3×). Also timed
   until both of the patient's charts show the new patient's data: the heading can be on
-  screen before the charts are redrawn.
+  screen before the charts are redrawn. And the browser's work per click on both sides (its
+  renderer's main thread, drawing ahead included): what N browsers on one machine share.
 * Cohort page, with --browser: from clicking Cohort until its charts are drawn, on the first
   visit after each of four Runs and on visits again from Setup (target: first ≤ 1.5× again).
 * First visits in new browser sessions, with --browser: eight sessions opened as a user opens
@@ -189,8 +190,17 @@ def subheading(page, text: str):
     return page.locator("h3").filter(has_text=text)
 
 
+def busy_seconds(cdp) -> float:
+    """Seconds the page's renderer has spent on its main thread's tasks so far (the CDP's
+    Performance.getMetrics TaskDuration): scripts, style, layout and paint of that page
+    alone, whatever else runs on the machine."""
+    metrics = cdp.send("Performance.getMetrics")["metrics"]
+    return next(m["value"] for m in metrics if m["name"] == "TaskDuration")
+
+
 def _click_times(page, button: str, text: str, switches: int,
-                 charts: list[float] | None = None) -> list[float]:
+                 charts: list[float] | None = None,
+                 busy: list[float] | None = None) -> list[float]:
     """Seconds from clicking `button` until the subheading holding `text` shows new text,
     `switches` times.
 
@@ -199,9 +209,20 @@ def _click_times(page, button: str, text: str, switches: int,
     heading's time plus the time from the heading to the charts, both seen by the page: a
     second wait from here would add a round trip to the browser that the trivial app's side
     does not pay.
+
+    With `busy`, also the seconds the page's renderer main thread worked per click over the
+    `switches` (appended to it), from an idle page to an idle page: on the Patient page that
+    includes drawing the next patient's charts ahead, which each wait between two clicks
+    leaves time for. CPU, not time to screen: the work that N browsers on one machine share.
     """
     from dashboard_driver import settle
 
+    cdp = None
+    if busy is not None:
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable")
+        settle(page)
+        before = busy_seconds(cdp)
     times = []
     for _ in range(switches):
         settle(page)
@@ -212,6 +233,10 @@ def _click_times(page, button: str, text: str, switches: int,
         times.append(time.perf_counter() - start)
         if charts is not None:
             charts.append(times[-1] + page.evaluate(CHARTS_AFTER_HEADING) / 1000)
+    if cdp is not None and busy is not None:
+        settle(page)  # the last click's work too, the next patient's charts drawn ahead
+        busy.append((busy_seconds(cdp) - before) / switches)
+        cdp.detach()
     return times
 
 
@@ -330,7 +355,8 @@ def time_browser(switches: int) -> dict[str, list[float]]:
     trivial.write_text(TRIVIAL_APP, encoding="utf-8")
     port = free_port()
     trivial_command = dashboard_command(port, trivial)
-    times: dict[str, list[float]] = {"switch": [], "switch charts": [], "trivial": []}
+    times: dict[str, list[float]] = {"switch": [], "switch charts": [], "trivial": [],
+                                     "switch busy": [], "trivial busy": []}
     with sync_playwright() as playwright, \
             streamlit_server(environment, folder / "server.log") as (url, _), \
             streamlit_server(environment, folder / "trivial.log", command=trivial_command,
@@ -353,8 +379,10 @@ def time_browser(switches: int) -> dict[str, list[float]]:
         # Alternating rounds, so a busy moment on the machine hits both sides alike.
         for _ in range(max(switches // 5, 1)):
             times["switch"] += _click_times(page, "patient_next", PATIENT_HEADING, 5,
-                                            charts=times["switch charts"])
-            times["trivial"] += _click_times(baseline, "next", TRIVIAL_HEADING, 5)
+                                            charts=times["switch charts"],
+                                            busy=times["switch busy"])
+            times["trivial"] += _click_times(baseline, "next", TRIVIAL_HEADING, 5,
+                                             busy=times["trivial busy"])
         browser.close()
     return times
 
@@ -423,6 +451,13 @@ def main(argv: list[str] | None = None) -> int:
             f"* Switch patient until both its charts show the new patient's data too: "
             f"{summary(browser['switch charts'])}; ratio of medians to the trivial app "
             f"**{ratio(browser, 'switch charts', 'trivial'):.1f}×**.",
+            f"* The browser's work per click (its renderer's main thread, CDP TaskDuration, "
+            f"over each round of 5 clicks from an idle page to an idle page, the next "
+            f"patient's charts drawn ahead included): switch patient "
+            f"{summary(browser['switch busy'])}, the trivial app "
+            f"{summary(browser['trivial busy'])}; ratio of medians "
+            f"**{ratio(browser, 'switch busy', 'trivial busy'):.1f}×**. This is the work N "
+            f"browsers on the server's own cores share (`benchmarks/load.py`).",
             f"* Cohort page (click in the navigation → its {COHORT_CHARTS} charts drawn): first "
             f"visit after the browser session's first Run "
             f"{1000 * browser['cohort first'][0]:.0f} ms (the Data page, where the session "
