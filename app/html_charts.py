@@ -1,0 +1,242 @@
+"""The patient's charts as plain HTML and CSS, drawn from the figures app/charts.py builds.
+
+app/charts.py is the one home of what a chart shows (order, labels, colours, whiskers, bands,
+hover words); this module draws two of its figures, the three side-by-side panels and the
+waterfall, without plotly: positioned boxes whose left edge and width are percentages of the
+panel, so they follow the page's width with no script. The case summary a clinician downloads
+uses it: a page of about 25 KB with no JavaScript (with plotly.js inlined it was 4.8 MB), which
+opens anywhere. On the Patient page a prototype of these charts took 44 % off
+the browser's work per patient switch, which plotly's drawing dominates
+(docs/benchmarks/dashboard.md, stop 26).
+
+Every text comes from the figure, which escaped text from users for plotly; it is read back and
+escaped again for HTML, keeping only the figures' own markup (line breaks, subtitles). Hover
+words go into `title` attributes.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+CSS = """
+.cp-chart { font: 13px/1.25 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
+            margin: 0.5rem 0 1.5rem; }
+.cp-chart .cp-title { font-size: 15px; margin-bottom: 0.4rem; }
+.cp-chart .cp-title small { display: block; font-size: 12px; color: #555; }
+.cp-chart .cp-grid { display: grid; column-gap: 14px; align-items: end; }
+.cp-chart .cp-head { text-align: center; font-size: 14px; padding-bottom: 4px; }
+.cp-chart .cp-labels div, .cp-chart .cp-row { height: 26px; }
+.cp-chart .cp-labels div { text-align: right; white-space: nowrap; line-height: 26px; }
+.cp-chart .cp-panel { position: relative; border-bottom: 1px solid #888; }
+.cp-chart .cp-row { position: relative; border-top: 1px solid #e5e5e5; }
+.cp-chart .cp-zero { position: absolute; top: 0; bottom: 0; border-left: 1.5px solid #222; }
+.cp-chart .cp-bar { position: absolute; top: 5px; height: 16px; box-sizing: border-box; }
+.cp-chart .cp-whisker { position: absolute; top: 12px; height: 0; border-top: 1.2px solid #111; }
+.cp-chart .cp-whisker::before, .cp-chart .cp-whisker::after { content: ""; position: absolute;
+    top: -5px; height: 8px; border-left: 1.2px solid #111; }
+.cp-chart .cp-whisker::before { left: 0; }
+.cp-chart .cp-whisker::after { right: 0; }
+.cp-chart .cp-band { position: absolute; top: 9px; height: 8px; }
+.cp-chart .cp-tick { position: absolute; top: 5px; height: 16px; border-left: 3px solid; }
+.cp-chart .cp-value { position: absolute; top: 5px; font-size: 12px; white-space: nowrap; }
+.cp-chart .cp-axis { position: relative; height: 18px; font-size: 12px; color: #444; }
+.cp-chart .cp-axis span { position: absolute; transform: translateX(-50%); white-space: nowrap; }
+.cp-chart .cp-units { text-align: center; font-size: 12px; color: #444; }
+.cp-chart .cp-legend { margin-top: 6px; font-size: 12px; }
+.cp-chart .cp-legend span { display: inline-block; margin-right: 1rem; }
+.cp-chart .cp-legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px;
+                         vertical-align: -2px; }
+.cp-chart .cp-connector { position: absolute; top: 21px; height: 10px;
+                          border-left: 1px dotted #999; }
+"""
+"""The charts' style sheet, once per page that shows them."""
+
+_TAGS = re.compile(r"<[^>]+>")
+_MARKUP = re.compile(r"(</?(?:br|sup|b|i)>)")
+"""The markup the figures' own texts use (titles' line breaks and subtitles); anything else in
+a text, such as a tag typed into a feature name, is shown as text."""
+_TAG_FOR = {"<sup>": "<small>", "</sup>": "</small>"}
+
+
+def _text(plotly_text: object) -> str:
+    """A figure's text as HTML: the figures' own markup kept, every other piece read as plotly
+    text (entities) and escaped again, so no text from a user can become markup."""
+    shown = "".join(_TAG_FOR.get(piece, piece) if _MARKUP.fullmatch(piece)
+                    else html.escape(html.unescape(piece))
+                    for piece in _MARKUP.split(str(plotly_text)))
+    # A title's second line is plotly's <br><sup>: a line of smaller print of its own here.
+    return shown.replace("<br><small>", "<small>")
+
+
+def _plain(plotly_text: object) -> str:
+    """A figure's text as plain words, for a `title` attribute: line breaks kept, markup
+    dropped, entities read; escaped by the caller."""
+    return html.unescape(_TAGS.sub("", str(plotly_text).replace("<br>", "\n")))
+
+
+def _attribute(plotly_text: object) -> str:
+    return html.escape(_plain(plotly_text), quote=True)
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values inside [low, high], about `count` of them (1, 2 or 5 times a power of
+    ten apart, as an axis a person reads)."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return [low]
+    raw = (high - low) / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step) * step
+    return [round(first + i * step, 12) for i in range(int((high - first) / step) + 1)]
+
+
+def _tick_text(value: float) -> str:
+    return f"{value:g}".replace("-", "−")
+
+
+class _Scale:
+    """Data values to percentages of a panel's width."""
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.span = low, (high - low) or 1.0
+
+    def __call__(self, value: float) -> float:
+        return 100 * (value - self.low) / self.span
+
+
+def _box(left: float, right: float) -> str:
+    return f"left:{min(left, right):.3f}%;width:{abs(right - left):.3f}%"
+
+
+def _axis(scale: _Scale, low: float, high: float) -> str:
+    return ('<div class="cp-axis">' + "".join(
+        f'<span style="left:{scale(t):.3f}%">{_tick_text(t)}</span>'
+        for t in nice_ticks(low, high)) + "</div>")
+
+
+def _whisker(scale: _Scale, centre: float, error: dict | None, index: int) -> str:
+    if not error or not error.get("visible") or error.get("array") is None:
+        return ""
+    plus = float(error["array"][index])
+    minus = plus if error.get("symmetric", True) else float(error["arrayminus"][index])
+    box = _box(scale(centre - minus), scale(centre + plus))
+    return f'<div class="cp-whisker" style="{box}"></div>'
+
+
+def three_panels(figure: go.Figure) -> str:
+    """The three side-by-side panels of charts.side_by_side_bars, as HTML."""
+    layout = figure.layout
+    bars = [trace for trace in figure.data if trace.type == "bar"]
+    bands = {trace.xaxis: trace for trace in figure.data if trace.type == "scatter"}
+    labels = list(bars[0].y)
+    panels, axes = [], []
+    for trace in bars:
+        axis = layout[trace.xaxis.replace("x", "xaxis", 1)]
+        low, high = (float(v) for v in axis.range)
+        scale = _Scale(low, high)
+        zero = scale(0.0)
+        opacity = trace.marker.opacity
+        outline = trace.marker.line.width
+        rows = []
+        for i, value in enumerate(float(v) for v in trace.x):
+            pale = opacity[i] if isinstance(opacity, Sequence) else (opacity or 1.0)
+            line = outline[i] if isinstance(outline, Sequence) else (outline or 0.5)
+            cells = [f'<div class="cp-zero" style="left:{zero:.3f}%"></div>']
+            band = bands.get(trace.xaxis)
+            if band is not None:  # the reference sample's range, under the bar's end
+                error = band.error_x
+                box = _box(scale(value - float(error.arrayminus[i])),
+                           scale(value + float(error.array[i])))
+                cells.append(f'<div class="cp-band" style="background:{error.color};{box}">'
+                             "</div>")
+            cells.append(
+                f'<div class="cp-bar" title="{_attribute(trace.customdata[i])}" '
+                f'style="{_box(zero, scale(value))};background:{trace.marker.color};'
+                f'opacity:{pale:g};border:{line:g}px solid #111"></div>')
+            cells.append(_whisker(scale, value, trace.error_x.to_plotly_json()
+                                  if trace.error_x else None, i))
+            if band is not None:
+                cells.append(f'<div class="cp-tick" style="left:{scale(value):.3f}%;'
+                             f'border-color:{band.marker.color}"></div>')
+            if trace.text is not None:
+                side = (f"left:calc({scale(value):.3f}% + 4px)" if value >= 0 else
+                        f"right:calc({100 - scale(value):.3f}% + 4px)")
+                cells.append(f'<span class="cp-value" style="{side}">'
+                             f"{_text(trace.text[i])}</span>")
+            rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
+        panels.append(f'<div class="cp-panel">{"".join(rows)}</div>')
+        units = axis.title.text if axis.title and axis.title.text else ""
+        axes.append(_axis(scale, low, high) + (f'<div class="cp-units">{_text(units)}</div>'
+                                                if units else ""))
+    titles = [_text(a.text) for a in layout.annotations][:len(bars)]
+    columns = "max-content " + " ".join(["1fr"] * len(bars))
+    label_cells = "".join(f"<div>{_text(label)}</div>" for label in labels)
+    grid = (f'<div class="cp-grid" style="grid-template-columns:{columns}">'
+            + "<div></div>" + "".join(f'<div class="cp-head">{t}</div>' for t in titles)
+            + f'<div class="cp-labels">{label_cells}</div>' + "".join(panels)
+            + "<div></div>" + "".join(f"<div>{a}</div>" for a in axes) + "</div>")
+    # One entry per part, and one for the reference sample's bands of both panels.
+    keyed = [*bars, *list(bands.values())[:1]]
+    legend = "".join(
+        f'<span><i style="background:{trace.marker.color}"></i>{_text(trace.name)}</span>'
+        for trace in keyed)
+    title = (f'<div class="cp-title">{_text(layout.title.text)}</div>'
+             if layout.title and layout.title.text else "")
+    return (f'<div class="cp-chart" role="figure">{title}{grid}'
+            f'<div class="cp-legend">{legend}</div></div>')
+
+
+def waterfall(figure: go.Figure) -> str:
+    """The waterfall of charts.width_waterfall, as HTML: the featureless width and the
+    patient's as outlined boxes from 0, each feature a step from where the last one ended."""
+    trace = figure.data[0]
+    layout = figure.layout
+    low, high = (float(v) for v in layout.xaxis.range)
+    scale = _Scale(low, high)
+    zero = scale(0.0)
+    steps = [float(v) for v in trace.x]
+    level = 0.0
+    rows, labels = [], []
+    for i, (label, measure) in enumerate(zip(trace.y, trace.measure, strict=True)):
+        if measure == "absolute":
+            start, end = 0.0, steps[i]
+        elif measure == "total":
+            start, end = 0.0, level
+        else:
+            start, end = level, level + steps[i]
+        look = (trace.totals if measure in ("absolute", "total") else
+                trace.increasing if end >= start else trace.decreasing).marker
+        level = end
+        value = _text(trace.text[i])
+        right = max(start, end)
+        cells = [f'<div class="cp-zero" style="left:{zero:.3f}%"></div>',
+                 f'<div class="cp-bar" title="{_attribute(label)}: {_attribute(trace.text[i])}"'
+                 f' style="{_box(scale(start), scale(end))};background:{look.color};'
+                 f'border:{look.line.width:g}px solid {look.line.color}"></div>',
+                 f'<span class="cp-value" style="left:calc({scale(right):.3f}% + 4px)">'
+                 f'{value}</span>']
+        if i < len(trace.y) - 1:
+            cells.append(f'<div class="cp-connector" style="left:{scale(end):.3f}%"></div>')
+        rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
+        labels.append(f"<div>{_text(label)}</div>")
+    units = layout.xaxis.title.text if layout.xaxis.title and layout.xaxis.title.text else ""
+    grid = ('<div class="cp-grid" style="grid-template-columns:max-content 1fr">'
+            f'<div class="cp-labels">{"".join(labels)}</div>'
+            f'<div class="cp-panel">{"".join(rows)}</div>'
+            f"<div></div><div>{_axis(scale, low, high)}"
+            + (f'<div class="cp-units">{_text(units)}</div>' if units else "") + "</div></div>")
+    title = _text(layout.title.text) if layout.title.text else ""
+    return f'<div class="cp-chart" role="figure"><div class="cp-title">{title}</div>{grid}</div>'
+
+
+def chart(figure: go.Figure) -> str:
+    """Either of the two, by the figure's traces."""
+    if figure.data and figure.data[0].type == "waterfall":
+        return waterfall(figure)
+    return three_panels(figure)
+

@@ -1,0 +1,192 @@
+"""app/html_charts.py draws what app/charts.py's figures hold: checked against the figures (and
+the numbers they were built from), with the HTML read back by Python's own parser."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+from app import html_charts
+from app.charts import (
+    BACKGROUND_LEGEND,
+    COLOURS,
+    UNSETTLED_OPACITY,
+    side_by_side_bars,
+    width_waterfall,
+)
+
+
+class Boxes(HTMLParser):
+    """Every element's class, style (as a dict), title and text, in document order."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.items: list[dict] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        style = dict(part.split(":", 1) for part in (found.get("style") or "").split(";")
+                     if ":" in part)
+        self.items.append({"tag": tag, "class": found.get("class") or "", "style": style,
+                           "title": found.get("title"), "text": ""})
+
+    def handle_data(self, data: str) -> None:
+        if self.items:
+            self.items[-1]["text"] += data
+
+    def of(self, name: str) -> list[dict]:
+        return [item for item in self.items if name in item["class"].split()]
+
+
+def percent(item: dict, key: str) -> float:
+    return float(item["style"][key].rstrip("%"))
+
+
+def span(item: dict) -> tuple[float, float]:
+    left = percent(item, "left")
+    return left, left + percent(item, "width")
+
+
+FEATURES = ["age", "bmi", "bp <b>x</b>"]
+CALIBRATION = np.array([1.0, -2.0, 0.5])
+INSTANCE = np.array([-0.5, 3.0, 0.25])
+TOTAL = CALIBRATION + INSTANCE
+
+
+def at(value: float, low: float, high: float) -> float:
+    return 100 * (value - low) / (high - low)
+
+
+def test_each_bar_spans_zero_to_its_value_in_the_figures_order_colours_and_range() -> None:
+    figure = side_by_side_bars(FEATURES, CALIBRATION, INSTANCE, TOTAL, units="days",
+                               disagree=np.array([False, True, False]))
+    boxes = Boxes(html_charts.three_panels(figure))
+    bars = boxes.of("cp-bar")
+    n = len(FEATURES)
+    assert len(bars) == 3 * n
+    traces = [t for t in figure.data if t.type == "bar"]
+    for panel, trace in enumerate(traces):
+        axis = figure.layout[trace.xaxis.replace("x", "xaxis", 1)]
+        low, high = axis.range
+        for i, value in enumerate(trace.x):
+            left, right = span(bars[panel * n + i])
+            assert sorted([left, right]) == pytest.approx(
+                sorted([at(0.0, low, high), at(value, low, high)]), abs=1e-3)
+            assert trace.marker.color in bars[panel * n + i]["style"]["background"]
+            # The hover's words, as plain text: the same as plotly's hover shows.
+            assert bars[panel * n + i]["title"] == re.sub(
+                "<[^>]+>", "", trace.customdata[i].replace("<br>", "\n")).replace(
+                "&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    # The figure's order (by |total|), its marks, and a name's markup shown as text.
+    labels = [item["text"] for item in boxes.items
+              if item["tag"] == "div" and not item["class"] and item["text"]]
+    assert labels[:n] == [re.sub("&lt;", "<", re.sub("&gt;", ">", str(y)))
+                          for y in traces[0].y]
+    assert labels[0].startswith("bmi") and "⇄" in labels[0]
+    assert "bp <b>x</b>" in labels  # the tags are text, not bold type
+    assert [colour in html_charts.three_panels(figure) for colour in
+            (COLOURS["calibration"], COLOURS["instance"], COLOURS["total"])] == [True] * 3
+    # Heavy outline on a ⇄ feature's two parts, not on its total.
+    assert bars[0]["style"]["border"].startswith("2.5px")
+    assert bars[n]["style"]["border"].startswith("2.5px")
+    assert bars[2 * n]["style"]["border"].startswith("0.5px")
+
+
+def test_whiskers_pale_bars_and_no_numbers_beside_whiskers() -> None:
+    low = CALIBRATION - np.array([0.5, 0.2, 1.0])
+    high = CALIBRATION + np.array([0.3, 0.4, 0.2])  # the third range holds 0: pale
+    figure = side_by_side_bars(FEATURES, CALIBRATION, INSTANCE, TOTAL, units="days",
+                               calibration_range=(low, high))
+    boxes = Boxes(html_charts.three_panels(figure))
+    trace = figure.data[0]
+    axis_low, axis_high = figure.layout.xaxis.range
+    order = [FEATURES.index(str(y).split(" ?")[0].replace("&lt;", "<").replace("&gt;", ">"))
+             for y in trace.y]
+    whiskers = boxes.of("cp-whisker")
+    assert len(whiskers) == len(FEATURES)
+    for whisker, j in zip(whiskers, order, strict=True):
+        assert span(whisker) == pytest.approx(
+            (at(low[j], axis_low, axis_high), at(high[j], axis_low, axis_high)), abs=1e-3)
+    bars = boxes.of("cp-bar")[:len(FEATURES)]
+    pale = [float(bar["style"]["opacity"]) for bar in bars]
+    assert pale[order.index(2)] == UNSETTLED_OPACITY and pale[order.index(0)] == 1.0
+    values = boxes.of("cp-value")
+    assert len(values) == 2 * len(FEATURES)  # the other two panels' numbers; none by whiskers
+
+
+def test_standard_error_whiskers_and_the_reference_samples_bands() -> None:
+    se = np.array([0.1, 0.2, 0.3])
+    low, high = np.array([0.5, -2.5, 0.1]), np.array([1.5, -1.5, 0.9])
+    figure = side_by_side_bars(FEATURES, CALIBRATION, INSTANCE, TOTAL, units="days",
+                               errors=(se, se, se),
+                               background_ranges=((low, high), (INSTANCE - 1, INSTANCE + 1)))
+    page = html_charts.three_panels(figure)
+    boxes = Boxes(page)
+    n = len(FEATURES)
+    assert len(boxes.of("cp-whisker")) == 3 * n  # ±2 SE on every panel
+    trace = figure.data[0]
+    axis_low, axis_high = figure.layout.xaxis.range
+    first = boxes.of("cp-whisker")[0]
+    value, two_se = float(trace.x[0]), float(trace.error_x.array[0])
+    assert span(first) == pytest.approx((at(value - two_se, axis_low, axis_high),
+                                         at(value + two_se, axis_low, axis_high)), abs=1e-3)
+    bands = boxes.of("cp-band")
+    assert len(bands) == 2 * n  # the calibration-driven and instance-driven panels
+    j = FEATURES.index("bmi")
+    assert str(trace.y[0]).startswith("bmi")  # the largest |total| first
+    assert span(bands[0]) == pytest.approx((at(low[j], axis_low, axis_high),
+                                            at(high[j], axis_low, axis_high)), abs=1e-3)
+    assert page.count(BACKGROUND_LEGEND) == 1  # one legend entry for both panels' bands
+    assert not boxes.of("cp-value")  # no number sits on a whisker
+
+
+def test_the_waterfall_chains_its_steps_from_zero_and_ends_at_the_patients_width() -> None:
+    total = np.array([3.0, -1.0, 0.5])
+    figure = width_waterfall(["a", "b", "c"], total, 10.0, 12.5, units="days")
+    boxes = Boxes(html_charts.waterfall(figure))
+    bars = boxes.of("cp-bar")
+    low, high = figure.layout.xaxis.range
+    assert low <= 0  # the axis starts at 0 or before: a box's length is the width itself
+    ends = [span(bar) for bar in bars]
+    assert ends[0] == pytest.approx((at(0, low, high), at(10.0, low, high)), abs=1e-3)
+    level = 10.0
+    for step, (left, right) in zip([3.0, -1.0, 0.5], ends[1:-1], strict=True):
+        assert sorted([left, right]) == pytest.approx(
+            sorted([at(level, low, high), at(level + step, low, high)]), abs=1e-3)
+        level += step
+    assert ends[-1] == pytest.approx((at(0, low, high), at(12.5, low, high)), abs=1e-3)
+    assert level == pytest.approx(12.5)
+    assert [bar["title"].split(": ")[0] for bar in bars] == [
+        "featureless width", "a", "b", "c", "this patient"]
+    # Widening steps dark, narrowing light, the two widths outlined white boxes.
+    assert "#444444" in bars[1]["style"]["background"]
+    assert "#C8C8C8" in bars[2]["style"]["background"]
+    assert "#FFFFFF" in bars[0]["style"]["background"]
+    title = html_charts.waterfall(figure).split('class="cp-title">')[1]
+    assert "<small>" in title and "<sup>" not in title
+
+
+def test_a_name_with_markup_stays_text_in_every_place() -> None:
+    name = '<img src=x onerror="alert(1)">'
+    figure = side_by_side_bars([name, "b"], np.array([1.0, 2.0]), np.array([0.5, -1.0]),
+                               np.array([1.5, 1.0]), units="days")
+    page = html_charts.three_panels(figure) + html_charts.waterfall(
+        width_waterfall([name, "b"], np.array([1.5, 1.0]), 5.0, 7.5, units="days"))
+    assert "<img" not in page
+    assert any(name in (item["title"] or "") or name in item["text"]
+               for item in Boxes(page).items)
+
+
+@pytest.mark.parametrize(("low", "high", "ticks"), [
+    (-57.0, 57.0, [-50.0, 0.0, 50.0]),
+    (0.0, 330.0, [0.0, 100.0, 200.0, 300.0]),
+    (-0.3, 0.3, [-0.2, 0.0, 0.2]),
+    (2.0, 2.0, [2.0]),
+])
+def test_axis_ticks_are_round_numbers_inside_the_range(low: float, high: float,
+                                                       ticks: list[float]) -> None:
+    assert html_charts.nice_ticks(low, high) == pytest.approx(ticks)
