@@ -119,13 +119,14 @@ def _axis(scale: _Scale, low: float, high: float) -> str:
         for t in nice_ticks(low, high)) + "</div>")
 
 
-def _whisker(scale: _Scale, centre: float, error: dict | None, index: int) -> str:
-    if not error or not error.get("visible") or error.get("array") is None:
-        return ""
-    plus = float(error["array"][index])
-    minus = plus if error.get("symmetric", True) else float(error["arrayminus"][index])
-    box = _box(scale(centre - minus), scale(centre + plus))
-    return f'<div class="cp-whisker" style="{box}"></div>'
+def _span(scale: _Scale, centre: float, error, index: int) -> str | None:
+    """The box of a figure's error bar (a whisker, or a band's range) about `centre`, or None
+    where the trace has none."""
+    if not error or error.visible is False or error.array is None:
+        return None
+    plus = float(error.array[index])
+    minus = plus if error.symmetric is not False else float(error.arrayminus[index])
+    return _box(scale(centre - minus), scale(centre + plus))
 
 
 def three_panels(figure: go.Figure) -> str:
@@ -148,18 +149,17 @@ def three_panels(figure: go.Figure) -> str:
             line = outline[i] if isinstance(outline, Sequence) else (outline or 0.5)
             cells = [f'<div class="cp-zero" style="left:{zero:.3f}%"></div>']
             band = bands.get(trace.xaxis)
-            if band is not None:  # the reference sample's range, under the bar's end
-                error = band.error_x
-                box = _box(scale(value - float(error.arrayminus[i])),
-                           scale(value + float(error.array[i])))
-                cells.append(f'<div class="cp-band" style="background:{error.color};{box}">'
-                             "</div>")
+            band_box = None if band is None else _span(scale, value, band.error_x, i)
+            if band is not None and band_box:  # the reference sample's range, under the bar
+                cells.append(f'<div class="cp-band" style="background:{band.error_x.color};'
+                             f'{band_box}"></div>')
             cells.append(
                 f'<div class="cp-bar" title="{_attribute(trace.customdata[i])}" '
                 f'style="{_box(zero, scale(value))};background:{trace.marker.color};'
                 f'opacity:{pale:g};border:{line:g}px solid #111"></div>')
-            cells.append(_whisker(scale, value, trace.error_x.to_plotly_json()
-                                  if trace.error_x else None, i))
+            whisker = _span(scale, value, trace.error_x, i)
+            if whisker:
+                cells.append(f'<div class="cp-whisker" style="{whisker}"></div>')
             if band is not None:
                 cells.append(f'<div class="cp-tick" style="left:{scale(value):.3f}%;'
                              f'border-color:{band.marker.color}"></div>')
@@ -212,14 +212,13 @@ def waterfall(figure: go.Figure) -> str:
         look = (trace.totals if measure in ("absolute", "total") else
                 trace.increasing if end >= start else trace.decreasing).marker
         level = end
-        value = _text(trace.text[i])
         right = max(start, end)
         cells = [f'<div class="cp-zero" style="left:{zero:.3f}%"></div>',
                  f'<div class="cp-bar" title="{_attribute(label)}: {_attribute(trace.text[i])}"'
                  f' style="{_box(scale(start), scale(end))};background:{look.color};'
                  f'border:{look.line.width:g}px solid {look.line.color}"></div>',
                  f'<span class="cp-value" style="left:calc({scale(right):.3f}% + 4px)">'
-                 f'{value}</span>']
+                 f'{_text(trace.text[i])}</span>']
         if i < len(trace.y) - 1:
             cells.append(f'<div class="cp-connector" style="left:{scale(end):.3f}%"></div>')
         rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
