@@ -10,8 +10,9 @@ the browser's work per patient switch, which plotly's drawing dominates
 (docs/benchmarks/dashboard.md, stop 26).
 
 Every text comes from the figure, which escaped text from users for plotly; it is read back and
-escaped again for HTML, keeping only the figures' own markup (line breaks, subtitles). Hover
-words go into `title` attributes.
+escaped again for HTML, keeping only the figures' own markup (line breaks, subtitles). A bar's
+hover words are a box its row shows while the pointer is on the row (CSS only): the whole row
+answers, so a bar too short to point at still has its words.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ CSS = """
 .cp-chart .cp-row { position: relative; border-top: 1px solid #e5e5e5; }
 .cp-chart .cp-zero { position: absolute; top: 0; bottom: 0; border-left: 1.5px solid #222; }
 .cp-chart .cp-bar { position: absolute; top: 5px; height: 16px; box-sizing: border-box; }
+.cp-chart .cp-row:hover { background: rgba(0, 0, 0, 0.05); }
+.cp-chart .cp-tip { display: none; position: absolute; top: 24px; z-index: 30; width: max-content;
+                    max-width: 340px; padding: 4px 8px; background: #fff; color: #222;
+                    border: 1px solid #999; border-radius: 4px; font-size: 12px;
+                    box-shadow: 0 2px 6px rgba(0, 0, 0, 0.2); pointer-events: none; }
+.cp-chart .cp-row:hover .cp-tip { display: block; }
 .cp-chart .cp-whisker { position: absolute; top: 12px; height: 0; border-top: 1.2px solid #111; }
 .cp-chart .cp-whisker::before, .cp-chart .cp-whisker::after { content: ""; position: absolute;
     top: -5px; height: 8px; border-left: 1.2px solid #111; }
@@ -73,14 +80,11 @@ def _text(plotly_text: object) -> str:
     return shown.replace("<br><small>", "<small>")
 
 
-def _plain(plotly_text: object) -> str:
-    """A figure's text as plain words, for a `title` attribute: line breaks kept, markup
-    dropped, entities read; escaped by the caller."""
-    return html.unescape(_TAGS.sub("", str(plotly_text).replace("<br>", "\n")))
-
-
-def _attribute(plotly_text: object) -> str:
-    return html.escape(_plain(plotly_text), quote=True)
+def _tip(words: str, at: float) -> str:
+    """A row's hover box (HTML words) under the bar's far end at `at` % of the panel: to its
+    right, or to its left past the panel's middle, so that it stays on the page."""
+    side = f"left:{at:.3f}%" if at <= 55 else f"right:{100 - at:.3f}%"
+    return f'<span class="cp-tip" style="{side}">{words}</span>'
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -114,9 +118,11 @@ def _box(left: float, right: float) -> str:
 
 
 def _axis(scale: _Scale, low: float, high: float) -> str:
+    # No number at a panel's very ends (the next panel's first number would run into it),
+    # but always 0, where the bars start.
     return ('<div class="cp-axis">' + "".join(
         f'<span style="left:{scale(t):.3f}%">{_tick_text(t)}</span>'
-        for t in nice_ticks(low, high)) + "</div>")
+        for t in nice_ticks(low, high) if t == 0 or 6 <= scale(t) <= 94) + "</div>")
 
 
 def _span(scale: _Scale, centre: float, error, index: int) -> str | None:
@@ -133,11 +139,11 @@ def three_panels(figure: go.Figure) -> str:
     """The three side-by-side panels of charts.side_by_side_bars, as HTML."""
     layout = figure.layout
     bars = [trace for trace in figure.data if trace.type == "bar"]
-    bands = {trace.xaxis: trace for trace in figure.data if trace.type == "scatter"}
+    bands = {trace.xaxis or "x": trace for trace in figure.data if trace.type == "scatter"}
     labels = list(bars[0].y)
     panels, axes = [], []
     for trace in bars:
-        axis = layout[trace.xaxis.replace("x", "xaxis", 1)]
+        axis = layout[(trace.xaxis or "x").replace("x", "xaxis", 1)]
         low, high = (float(v) for v in axis.range)
         scale = _Scale(low, high)
         zero = scale(0.0)
@@ -148,15 +154,15 @@ def three_panels(figure: go.Figure) -> str:
             pale = opacity[i] if isinstance(opacity, Sequence) else (opacity or 1.0)
             line = outline[i] if isinstance(outline, Sequence) else (outline or 0.5)
             cells = [f'<div class="cp-zero" style="left:{zero:.3f}%"></div>']
-            band = bands.get(trace.xaxis)
+            band = bands.get(trace.xaxis or "x")
             band_box = None if band is None else _span(scale, value, band.error_x, i)
             if band is not None and band_box:  # the reference sample's range, under the bar
                 cells.append(f'<div class="cp-band" style="background:{band.error_x.color};'
                              f'{band_box}"></div>')
             cells.append(
-                f'<div class="cp-bar" title="{_attribute(trace.customdata[i])}" '
-                f'style="{_box(zero, scale(value))};background:{trace.marker.color};'
-                f'opacity:{pale:g};border:{line:g}px solid #111"></div>')
+                f'<div class="cp-bar" style="{_box(zero, scale(value))};'
+                f'background:{trace.marker.color};opacity:{pale:g};border:{line:g}px solid #111">'
+                "</div>")
             whisker = _span(scale, value, trace.error_x, i)
             if whisker:
                 cells.append(f'<div class="cp-whisker" style="{whisker}"></div>')
@@ -168,6 +174,8 @@ def three_panels(figure: go.Figure) -> str:
                         f"right:calc({100 - scale(value):.3f}% + 4px)")
                 cells.append(f'<span class="cp-value" style="{side}">'
                              f"{_text(trace.text[i])}</span>")
+            if trace.customdata is not None:
+                cells.append(_tip(_text(trace.customdata[i]), scale(value)))
             rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
         panels.append(f'<div class="cp-panel">{"".join(rows)}</div>')
         units = axis.title.text if axis.title and axis.title.text else ""
@@ -176,19 +184,21 @@ def three_panels(figure: go.Figure) -> str:
     titles = [_text(a.text) for a in layout.annotations][:len(bars)]
     columns = "max-content " + " ".join(["1fr"] * len(bars))
     label_cells = "".join(f"<div>{_text(label)}</div>" for label in labels)
-    grid = (f'<div class="cp-grid" style="grid-template-columns:{columns}">'
-            + "<div></div>" + "".join(f'<div class="cp-head">{t}</div>' for t in titles)
+    heads = ("<div></div>" + "".join(f'<div class="cp-head">{t}</div>' for t in titles)
+             if titles else "")  # a one-panel figure has its title only
+    grid = (f'<div class="cp-grid" style="grid-template-columns:{columns}">' + heads
             + f'<div class="cp-labels">{label_cells}</div>' + "".join(panels)
             + "<div></div>" + "".join(f"<div>{a}</div>" for a in axes) + "</div>")
     # One entry per part, and one for the reference sample's bands of both panels.
-    keyed = [*bars, *list(bands.values())[:1]]
+    keyed = [trace for trace in [*bars, *list(bands.values())[:1]]
+             if trace.showlegend is not False]
     legend = "".join(
         f'<span><i style="background:{trace.marker.color}"></i>{_text(trace.name)}</span>'
         for trace in keyed)
     title = (f'<div class="cp-title">{_text(layout.title.text)}</div>'
              if layout.title and layout.title.text else "")
-    return (f'<div class="cp-chart" role="figure">{title}{grid}'
-            f'<div class="cp-legend">{legend}</div></div>')
+    legend = f'<div class="cp-legend">{legend}</div>' if legend else ""
+    return f'<div class="cp-chart" role="figure">{title}{grid}{legend}</div>'
 
 
 def waterfall(figure: go.Figure) -> str:
@@ -214,11 +224,12 @@ def waterfall(figure: go.Figure) -> str:
         level = end
         right = max(start, end)
         cells = [f'<div class="cp-zero" style="left:{zero:.3f}%"></div>',
-                 f'<div class="cp-bar" title="{_attribute(label)}: {_attribute(trace.text[i])}"'
-                 f' style="{_box(scale(start), scale(end))};background:{look.color};'
+                 f'<div class="cp-bar" style="{_box(scale(start), scale(end))};'
+                 f'background:{look.color};'
                  f'border:{look.line.width:g}px solid {look.line.color}"></div>',
                  f'<span class="cp-value" style="left:calc({scale(right):.3f}% + 4px)">'
-                 f'{_text(trace.text[i])}</span>']
+                 f'{_text(trace.text[i])}</span>',
+                 _tip(f"{_text(label)}: {_text(trace.text[i])}", scale(right))]
         if i < len(trace.y) - 1:
             cells.append(f'<div class="cp-connector" style="left:{scale(end):.3f}%"></div>')
         rows.append(f'<div class="cp-row">{"".join(cells)}</div>')

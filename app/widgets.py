@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import chart_component, charts, state, summaries
+from app import charts, html_charts, state, summaries
 
 UNIT_LABELS = {"width": "width units", "log": "log units"}
 CHART_CONFIG = {"displaylogo": False}
@@ -43,21 +43,24 @@ def units_toggle(run: state.RunConfig) -> None:
                       "scaled by one factor, so they still add up.")
 
 
-def chart(figure: go.Figure, key: str | None = None, *, mounted: bool = False,
-          upcoming: go.Figure | None = None, upcoming_heading: str | None = None) -> None:
-    """Every chart of the app. `mounted` (which needs a key) keeps the slot's chart on the page
-    and redraws it in place when the figure changes (app/chart_component.py): for the charts a
-    patient switch changes, where st.plotly_chart would build a new chart each time.
-    `upcoming` (mounted charts only): the slot's likely next figure, drawn ahead by the
-    browser, and shown at once when the page's subheading reads `upcoming_heading`."""
-    if mounted:
-        if key is None:
-            raise ValueError("a mounted chart needs a key: it names the slot it stays in")
-        chart_component.mounted_chart(figure, CHART_CONFIG, key, upcoming, upcoming_heading)
-    else:
-        if upcoming is not None:
-            raise ValueError("only a mounted chart draws an upcoming figure ahead")
-        st.plotly_chart(figure, config=CHART_CONFIG, theme=None, key=key)
+def chart(figure: go.Figure, key: str | None = None) -> None:
+    """A plotly chart (the Setup, Cohort and Interactions pages' charts)."""
+    st.plotly_chart(figure, config=CHART_CONFIG, theme=None, key=key)
+
+
+def html_chart(figure: go.Figure, key: str) -> None:
+    """One of the Patient page's charts, drawn as HTML and CSS (app/html_charts.py) in a slot
+    named by `key`. A patient switch is the dashboard's most frequent click: plotly drawing the
+    two charts was about half of the browser's work per switch, which decides how many users
+    one machine serves (docs/benchmarks/dashboard.md). The page calls chart_styles once."""
+    with st.container(key=key):
+        st.html(html_charts.chart(figure))
+
+
+def chart_styles() -> None:
+    """The style sheet of html_chart's charts, once on the page, outside the patient panel so
+    that a switch does not send it again (a style-only st.html takes no room on the page)."""
+    st.html(f"<style>{html_charts.CSS}</style>")
 
 
 def results_preview(results: state.Results) -> None:

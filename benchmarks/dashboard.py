@@ -16,7 +16,7 @@
   the ratio is what the dashboard adds to Streamlit's own floor (target ≤ 3×). Also timed
   until both of the patient's charts show the new patient's data: the heading can be on
   screen before the charts are redrawn. And the browser's work per click on both sides (its
-  renderer's main thread, drawing ahead included): what N browsers on one machine share.
+  renderer's main thread): what N browsers on one machine share.
 * Cohort page, with --browser: from clicking Cohort until its charts are drawn, on the first
   visit after each of four Runs and on visits again from Setup (target: first ≤ 1.5× again).
 * First visits in new browser sessions, with --browser: eight sessions opened as a user opens
@@ -49,8 +49,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from speed.harness import publish, summary, table, versions  # noqa: E402
-
-from app.chart_component import SHOWN_CHARTS  # noqa: E402
 
 MAIN = ROOT / "app" / "main.py"
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "dashboard.md"
@@ -128,15 +126,15 @@ WATCH_SWITCH = """([text, charts]) => {
   // MutationObserver, which runs only when the page changes, on both sides of the comparison:
   // a check on every animation frame (innerText forces a layout) was work for the renderer on
   // the dashboard's side alone, and Playwright's own waits poll too. plotly keeps the traces it
-  // drew on the chart's div as `data`, a new array on each draw, whichever element drew it
-  // (st.plotly_chart's or app/chart_component's); compared by identity, as a check that
-  // serialises every trace would itself be work. A chart on show: not a hidden plot holding a
-  // figure drawn ahead (shown by a change of its class and style: attributes are watched too).
+  // drew on the chart's div as `data`, a new array on each draw; compared by identity, as a
+  // check that serialises every trace would itself be work. The Patient page's charts are HTML
+  // (app/html_charts.py): a new chart is a new element, compared by identity too.
   const headings = () => Array.from(document.querySelectorAll('h3'))
     .map(h => h.textContent).filter(t => t.includes(text));
   const before = headings()[0];
-  const shownCharts = () => Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .filter(plot => plot.checkVisibility({visibilityProperty: true})).map(plot => plot.data);
+  const shownCharts = () => Array.from(document.querySelectorAll('.js-plotly-plot, .cp-chart'))
+    .filter(chart => chart.checkVisibility({visibilityProperty: true}))
+    .map(chart => chart.classList.contains('cp-chart') ? chart : chart.data);
   const drawn = charts ? shownCharts() : [];
   const seen = window.benchmarkSwitch = {heading: null, charts: charts ? null : 0};
   let headingSeen, chartsSeen, headingLate, chartsLate;
@@ -211,9 +209,8 @@ def _click_times(page, button: str, text: str, switches: int,
     does not pay.
 
     With `busy`, also the seconds the page's renderer main thread worked per click over the
-    `switches` (appended to it), from an idle page to an idle page: on the Patient page that
-    includes drawing the next patient's charts ahead, which each wait between two clicks
-    leaves time for. CPU, not time to screen: the work that N browsers on one machine share.
+    `switches` (appended to it), from an idle page to an idle page. CPU, not time to screen:
+    the work that N browsers on one machine share.
     """
     from dashboard_driver import settle
 
@@ -234,7 +231,7 @@ def _click_times(page, button: str, text: str, switches: int,
         if charts is not None:
             charts.append(times[-1] + page.evaluate(CHARTS_AFTER_HEADING) / 1000)
     if cdp is not None and busy is not None:
-        settle(page)  # the last click's work too, the next patient's charts drawn ahead
+        settle(page)  # the last click's work too
         busy.append((busy_seconds(cdp) - before) / switches)
         cdp.detach()
     return times
@@ -250,13 +247,11 @@ COHORT_DRAWN = (
     f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {COHORT_CHARTS}"
     " && document.body.innerText.includes('Calibration vs instance: the two parts')")
 PATIENT_DRAWN = (
-    "['patient_bars', 'patient_waterfall'].every(slot => Array.from(document.querySelectorAll("
-    f"`.st-key-${{slot}} {SHOWN_CHARTS}`)).some(plot => plot._fullLayout"
-    " && plot.querySelector('.main-svg')))"
+    "['patient_bars', 'patient_waterfall'].every(slot => document.querySelector("
+    "`.st-key-${slot} .cp-chart`))"
     " && Array.from(document.querySelectorAll('h3')).some("
     f"h => h.innerText.includes('{PATIENT_HEADING}'))")
-"""Whether the Patient page's heading and both its charts are on screen (not those drawn
-ahead)."""
+"""Whether the Patient page's heading and both its charts are on screen."""
 
 
 def _visit(page, name: str, drawn: str) -> float:
@@ -452,8 +447,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{summary(browser['switch charts'])}; ratio of medians to the trivial app "
             f"**{ratio(browser, 'switch charts', 'trivial'):.1f}×**.",
             f"* The browser's work per click (its renderer's main thread, CDP TaskDuration, "
-            f"over each round of 5 clicks from an idle page to an idle page, the next "
-            f"patient's charts drawn ahead included): switch patient "
+            f"over each round of 5 clicks from an idle page to an idle page): switch patient "
             f"{summary(browser['switch busy'])}, the trivial app "
             f"{summary(browser['trivial busy'])}; ratio of medians "
             f"**{ratio(browser, 'switch busy', 'trivial busy'):.1f}×**. This is the work N "

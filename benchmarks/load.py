@@ -657,8 +657,8 @@ def main(argv: list[str] | None = None) -> int:
         "(every chromium process and Playwright's driver), from the first session's first "
         "switch to the last session's last, over the switches: what one switch costs each "
         "side (with whatever else it did meanwhile, such as the server preparing the run's "
-        "patients' figures after the Runs, or the browsers drawing the next patient's charts "
-        "ahead); in brackets, how many cores the two kept busy together in that time.",
+        "patients' figures after the Runs); in brackets, how many cores the two kept busy "
+        "together in that time.",
         "* The harness does not poll the page: each switch's heading is watched by a "
         "MutationObserver and the rerun's end by the websocket's messages (Playwright's own "
         "waits poll, about 35 ms of a renderer per second of waiting on the Patient page).",

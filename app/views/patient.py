@@ -3,9 +3,8 @@ bars side by side.
 
 Every patient was explained by the run, so switching patient only indexes into the report; the
 panel is a fragment, so a switch reruns the panel alone, and its figures are kept per patient.
-Its charts are mounted charts (app/chart_component.py), one key per slot: a switch redraws the
-charts on the page in place instead of building new ones, and the next patient's are drawn ahead
-while the user reads this one's, so that Next shows them without drawing.
+Its charts are plain HTML and CSS (app/html_charts.py, through widgets.html_chart): the browser
+lays them out like text, with no chart library to run on a switch.
 """
 
 from __future__ import annotations
@@ -44,13 +43,6 @@ HEADING = "Why is patient {}'s interval this wide?"
 
 def step(offset: int) -> None:
     st.session_state["patient"] = (int(st.session_state["patient"]) + offset) % n
-    st.session_state["patient_step"] = offset
-
-
-def upcoming(position: int) -> int | None:
-    """The patient a Next (or, after Previous, a Previous) click would show: its charts are
-    drawn ahead by the browser while the user reads this one's."""
-    return (position + st.session_state.get("patient_step", 1)) % n if n > 1 else None
 
 
 @st.fragment
@@ -92,12 +84,7 @@ def patient_panel() -> None:
         cols[3].metric("Observed", "unknown")
 
     st.subheader(HEADING.format(markdown_text(patient)))
-    following = upcoming(position)
-    # The next patient's charts, drawn ahead, are shown as soon as the heading names them.
-    cue = None if following is None else HEADING.format(str(e.patient_ids[following]))
-    widgets.chart(cases.bars_figure(e, position), key="patient_bars", mounted=True,
-                  upcoming=None if following is None else cases.bars_figure(e, following),
-                  upcoming_heading=cue)
+    widgets.html_chart(cases.bars_figure(e, position), key="patient_bars")
     with st.container(key="patient_reading"):
         st.markdown(markdown_text(cases.case_reading(width, position, unit=outcome.unit)))
     if clipped[position]:
@@ -123,9 +110,7 @@ def patient_panel() -> None:
                    "errors, and the table lists each standard error. A larger budget on the "
                    "Setup page shrinks them as 1/√budget.")
 
-    widgets.chart(cases.waterfall_figure(e, position), key="patient_waterfall", mounted=True,
-                  upcoming=None if following is None else cases.waterfall_figure(e, following),
-                  upcoming_heading=cue)
+    widgets.html_chart(cases.waterfall_figure(e, position), key="patient_waterfall")
     if not e.efficient:
         st.caption("This attribution method is not efficient: the attributions do not add up "
                    "to the width's change, and the waterfall shows the rest as 'not "
@@ -245,7 +230,7 @@ def standard_shap(position: int) -> None:
         # Built only when asked for: a switch with the toggle off builds no figure for it.
         figure = cases.fixed_quantile_figure(e, position, width.units_label)
         assert figure is not None  # the run computed the comparator (checked above)
-        widgets.chart(figure, key="fixed_q_chart", mounted=True)
+        widgets.html_chart(figure, key="fixed_q_chart")
         st.caption(
             "A standard SHAP of the interval keeps the calibration set's quantile fixed, so it "
             "only sees how this patient's own values change the width: it has no "
@@ -329,9 +314,8 @@ def show_edited(position: int, values: dict[str, object], edited) -> None:
     st.markdown("**Changed:** " + (", ".join(markdown_text(n) for n in changed)
                                    if changed else "nothing yet"))
     texts = [cases.display_value(values[f]) for f in edited.decomposition.features]
-    widgets.chart(cases.decomposition_bars(edited.decomposition, 0, e.units_label, texts,
-                                           e.number_scale),
-                  key="whatif_chart", mounted=True)
+    widgets.html_chart(cases.decomposition_bars(edited.decomposition, 0, e.units_label, texts,
+                                                e.number_scale), key="whatif_chart")
 
 
 def compare(position: int) -> None:
@@ -354,7 +338,7 @@ def compare(position: int) -> None:
                             f"[{num(shown_lower[shown])}, {num(shown_upper[shown])}]"
                             + (" ✂" if clipped[shown] else "")
                             + f" · width {num(e.width[shown])}")
-                widgets.chart(cases.bars_figure(e, shown), key=f"compare_{side}", mounted=True)
+                widgets.html_chart(cases.bars_figure(e, shown), key=f"compare_{side}")
                 st.caption(markdown_text(cases.case_reading(width, shown, unit=outcome.unit)))
 
 
@@ -393,5 +377,6 @@ def review_section(position: int, patient: str) -> None:
 # switch neither sends nor redraws them (redrawing their Markdown was a tenth of a switch).
 with st.sidebar:
     glossary.how_to_read()
+widgets.chart_styles()
 patient_panel()
 analyst_details()

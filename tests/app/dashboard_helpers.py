@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import re
 import string
 from pathlib import Path
@@ -12,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import Block, Html
 
+from app import html_charts
 from app.text import WORD_JOINER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +24,7 @@ MARKDOWN_ESCAPE = re.compile("\\\\([" + re.escape(string.punctuation) + "])")
 
 
 def new_app() -> AppTest:
+    _record_drawn_figures()
     at = AppTest.from_file(str(MAIN), default_timeout=60)
     return at.run()
 
@@ -72,8 +73,47 @@ def figure_numbers(value) -> np.ndarray:
     return np.asarray(value, dtype=float)
 
 
-def mounted_figures(at: AppTest) -> dict[str, go.Figure]:
-    """The page's mounted charts (app/chart_component.py) by slot key, in page order: the
-    figure each was sent, as st.plotly_chart's spec is read for the other charts."""
-    return {chart.key: pio.from_json(json.loads(chart.proto.json)["figure"])
-            for chart in at.get("bidi_component")}
+_DRAWN: dict[str, go.Figure] = {}
+"""Every figure app/html_charts.py has drawn in this process, by the HTML it made."""
+
+
+def _record_drawn_figures() -> None:
+    """Have app/html_charts.chart remember each figure it draws (AppTest runs the app in this
+    process): the Patient page sends HTML, and the tests read the numbers off the figure
+    whose HTML the page shows."""
+    if getattr(html_charts.chart, "records", False):
+        return
+    draw = html_charts.chart
+
+    def chart(figure: go.Figure) -> str:
+        page = draw(figure)
+        _DRAWN[page] = figure
+        return page
+
+    chart.records = True  # type: ignore[attr-defined]
+    html_charts.chart = chart  # type: ignore[assignment]
+
+
+def drawn_charts(at: AppTest) -> dict[str, str]:
+    """The page's HTML charts (widgets.html_chart) by slot key, in page order."""
+    found: dict[str, str] = {}
+
+    def walk(node) -> None:
+        for child in getattr(node, "children", {}).values():
+            inside = list(getattr(child, "children", {}).values())
+            if isinstance(child, Block) and child.key and len(inside) == 1 \
+                    and isinstance(inside[0], Html) and "cp-chart" in inside[0].proto.body:
+                found[child.key] = inside[0].proto.body
+            else:
+                walk(child)
+
+    walk(at.main)
+    return found
+
+
+def drawn_figures(at: AppTest) -> dict[str, go.Figure]:
+    """The figures of the page's HTML charts by slot key, in page order: each the figure whose
+    HTML the page shows."""
+    return {key: _DRAWN[page] for key, page in drawn_charts(at).items()}
+
+

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import plotly.io as pio
 import pytest
-from dashboard_helpers import errors, figure_numbers, mounted_figures, new_app, run_linear
+from dashboard_helpers import drawn_figures, errors, figure_numbers, new_app, run_linear
 
 from app import charts, runs, sources, summaries
 from app.shown import shown_report
@@ -32,7 +32,7 @@ def core_decomposition(config, background_bootstrap: int):
 def patient_bars(at):
     at.switch_page("views/patient.py").run()
     assert errors(at) == []
-    return mounted_figures(at)["patient_bars"]
+    return drawn_figures(at)["patient_bars"]
 
 
 def test_a_run_with_the_background_check_shows_the_reference_sample_error() -> None:
@@ -204,7 +204,7 @@ def test_what_if_keeps_the_reference_sample_error() -> None:
     at.switch_page("views/patient.py").run()
     at.toggle(key="whatif_on").set_value(True).run()
     assert errors(at) == []
-    edited = mounted_figures(at)["whatif_chart"]
+    edited = drawn_figures(at)["whatif_chart"]
     assert [t.legendgroup for t in edited.data if t.legendgroup] == ["background"] * 2
 
 

@@ -64,7 +64,10 @@ def test_case_summary_is_self_contained_and_escapes_text() -> None:
     assert "&lt;i&gt;fine&lt;/i&gt;" in page
     assert "<script" not in page  # the charts are HTML: the page needs no JavaScript
     assert page.count('class="cp-chart"') == 2
-    assert "&lt;b&gt;" in page and "<b>" not in page.split("<body>")[1]  # a name, as text
+    # The name "<b>" is text; the only bold is the hover's own, around each name, closed.
+    body = page.split("<body>")[1]
+    assert "&lt;b&gt;" in page and "<b><b>" not in body
+    assert body.count("<b>") == body.count("</b>") > 0
     assert len(page) < 100_000  # with plotly.js inlined it was 4.8 MB
 
 

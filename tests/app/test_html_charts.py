@@ -3,6 +3,7 @@ the numbers they were built from), with the HTML read back by Python's own parse
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
 
@@ -20,7 +21,7 @@ from app.charts import (
 
 
 class Boxes(HTMLParser):
-    """Every element's class, style (as a dict), title and text, in document order."""
+    """Every element's class, style (as a dict) and text, in document order."""
 
     def __init__(self, page: str) -> None:
         super().__init__()
@@ -32,7 +33,7 @@ class Boxes(HTMLParser):
         style = dict(part.split(":", 1) for part in (found.get("style") or "").split(";")
                      if ":" in part)
         self.items.append({"tag": tag, "class": found.get("class") or "", "style": style,
-                           "title": found.get("title"), "text": ""})
+                           "text": ""})
 
     def handle_data(self, data: str) -> None:
         if self.items:
@@ -40,6 +41,17 @@ class Boxes(HTMLParser):
 
     def of(self, name: str) -> list[dict]:
         return [item for item in self.items if name in item["class"].split()]
+
+
+def hover_boxes(page: str) -> list[str]:
+    """The HTML inside each row's hover box, in document order."""
+    return re.findall(r'<span class="cp-tip"[^>]*>(.*?)</span>', page)
+
+
+def words(text: str) -> str:
+    """A text's words as a reader sees them: line breaks as spaces, tags dropped, entities
+    read."""
+    return " ".join(html.unescape(re.sub("<[^>]+>", "", text.replace("<br>", " "))).split())
 
 
 def percent(item: dict, key: str) -> float:
@@ -64,10 +76,12 @@ def at(value: float, low: float, high: float) -> float:
 def test_each_bar_spans_zero_to_its_value_in_the_figures_order_colours_and_range() -> None:
     figure = side_by_side_bars(FEATURES, CALIBRATION, INSTANCE, TOTAL, units="days",
                                disagree=np.array([False, True, False]))
-    boxes = Boxes(html_charts.three_panels(figure))
+    page = html_charts.three_panels(figure)
+    boxes = Boxes(page)
     bars = boxes.of("cp-bar")
+    tips = hover_boxes(page)
     n = len(FEATURES)
-    assert len(bars) == 3 * n
+    assert len(bars) == len(tips) == 3 * n
     traces = [t for t in figure.data if t.type == "bar"]
     for panel, trace in enumerate(traces):
         axis = figure.layout[trace.xaxis.replace("x", "xaxis", 1)]
@@ -77,10 +91,8 @@ def test_each_bar_spans_zero_to_its_value_in_the_figures_order_colours_and_range
             assert sorted([left, right]) == pytest.approx(
                 sorted([at(0.0, low, high), at(value, low, high)]), abs=1e-3)
             assert trace.marker.color in bars[panel * n + i]["style"]["background"]
-            # The hover's words, as plain text: the same as plotly's hover shows.
-            assert bars[panel * n + i]["title"] == re.sub(
-                "<[^>]+>", "", trace.customdata[i].replace("<br>", "\n")).replace(
-                "&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+            # The hover's words, shown on the bar's row: the same words plotly's hover shows.
+            assert words(tips[panel * n + i]) == words(trace.customdata[i])
     # The figure's order (by |total|), its marks, and a name's markup shown as text.
     labels = [item["text"] for item in boxes.items
               if item["tag"] == "div" and not item["class"] and item["text"]]
@@ -160,8 +172,11 @@ def test_the_waterfall_chains_its_steps_from_zero_and_ends_at_the_patients_width
         level += step
     assert ends[-1] == pytest.approx((at(0, low, high), at(12.5, low, high)), abs=1e-3)
     assert level == pytest.approx(12.5)
-    assert [bar["title"].split(": ")[0] for bar in bars] == [
-        "featureless width", "a", "b", "c", "this patient"]
+    assert [words(tip) for tip in hover_boxes(html_charts.waterfall(figure))] == [
+        f"{label}: {text}" for label, text in zip(figure.data[0].y, figure.data[0].text,
+                                                  strict=True)]
+    assert [words(tip).split(": ")[0] for tip in hover_boxes(html_charts.waterfall(figure))] \
+        == ["featureless width", "a", "b", "c", "this patient"]
     # Widening steps dark, narrowing light, the two widths outlined white boxes.
     assert "#444444" in bars[1]["style"]["background"]
     assert "#C8C8C8" in bars[2]["style"]["background"]
@@ -177,8 +192,8 @@ def test_a_name_with_markup_stays_text_in_every_place() -> None:
     page = html_charts.three_panels(figure) + html_charts.waterfall(
         width_waterfall([name, "b"], np.array([1.5, 1.0]), 5.0, 7.5, units="days"))
     assert "<img" not in page
-    assert any(name in (item["title"] or "") or name in item["text"]
-               for item in Boxes(page).items)
+    assert any(name in item["text"] for item in Boxes(page).items)
+    assert all(name in words(hover_boxes(page)[k]) for k in (0, 2, 4))  # its row, each panel
 
 
 @pytest.mark.parametrize(("low", "high", "ticks"), [

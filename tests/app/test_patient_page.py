@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
-from dashboard_helpers import errors, mounted_figures, new_app, run_linear
+from dashboard_helpers import drawn_charts, drawn_figures, errors, new_app, run_linear
+
+from app import cases, html_charts
 
 
 def patient_page():
@@ -19,8 +21,12 @@ def heading(at) -> str:
 def test_patient_views() -> None:
     at = patient_page()
     assert errors(at) == []
-    # side-by-side bars and waterfall, each kept mounted in its slot across switches
-    assert list(mounted_figures(at)) == ["patient_bars", "patient_waterfall"]
+    # side-by-side bars and waterfall, each in its slot, as HTML with no script; their style
+    # sheet once (outside the panel a switch reruns)
+    assert list(drawn_figures(at)) == ["patient_bars", "patient_waterfall"]
+    assert not any("<script" in page for page in drawn_charts(at).values())
+    assert [h.proto.body for h in at.get("html") if h.proto.body.startswith("<style>")] \
+        == [f"<style>{html_charts.CSS}</style>"]
     assert heading(at) == "Why is patient P0004's interval this wide?"
     labels = [m.label for m in at.metric]
     assert labels[:3] == ["Prediction", "Interval (90%)", "Width"]
@@ -34,11 +40,17 @@ def test_patient_views() -> None:
 
 def test_switching_patient_is_instant_and_changes_the_view() -> None:
     at = patient_page()
+    before = drawn_charts(at)
     start = time.perf_counter()
     at.selectbox(key="patient").set_value(5).run()
     elapsed = time.perf_counter() - start
     assert errors(at) == []
     assert heading(at) != "Why is patient P0004's interval this wide?"
+    # The charts are patient 5's: the figures the page keeps for that patient, drawn.
+    assert drawn_charts(at)["patient_bars"] != before["patient_bars"]
+    for kind, key in (("bars", "patient_bars"), ("waterfall", "patient_waterfall")):
+        assert any(figure is drawn_figures(at)[key] for (built, _, position), figure
+                   in cases._kept.items() if built == kind and position == 5)
     assert elapsed < 5  # no recomputation: generous for a loaded CI machine
 
 
@@ -54,7 +66,7 @@ def test_log_units_toggle() -> None:
     at = patient_page()
     at.radio(key="units").set_value("log").run()
     assert errors(at) == []
-    assert list(mounted_figures(at)) == ["patient_bars", "patient_waterfall"]
+    assert list(drawn_figures(at)) == ["patient_bars", "patient_waterfall"]
 
 
 def test_the_reading_and_comparing_two_patients() -> None:
@@ -65,6 +77,6 @@ def test_the_reading_and_comparing_two_patients() -> None:
     at.toggle(key="compare_on").set_value(True).run()
     at.selectbox(key="compare_patient").set_value(7).run()
     assert errors(at) == []
-    assert list(mounted_figures(at)) == ["patient_bars", "patient_waterfall", "compare_this",
+    assert list(drawn_figures(at)) == ["patient_bars", "patient_waterfall", "compare_this",
                                          "compare_other"]  # and both patients' panels
     assert at.selectbox(key="compare_patient").value == 7

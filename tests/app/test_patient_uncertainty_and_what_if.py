@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 from dashboard_helpers import (
+    drawn_figures,
     errors,
     figure_numbers,
-    mounted_figures,
     new_app,
     run_linear,
     shown,
@@ -45,8 +45,8 @@ def independent_report(at):
 
 
 def figures(at) -> list[go.Figure]:
-    """The Patient page's charts in page order (they are all mounted charts)."""
-    return list(mounted_figures(at).values())
+    """The Patient page's charts in page order (all HTML charts)."""
+    return list(drawn_figures(at).values())
 
 
 array = figure_numbers

@@ -75,16 +75,15 @@ def test_upload_run_compare_review_and_restart(tmp_path: Path) -> None:
                 heading = page.get_by_text("Why is patient")
                 expect(heading).to_be_visible(timeout=STEP_TIMEOUT)
                 first = heading.inner_text()
-                bars = page.locator(".js-plotly-plot").first
+                bars = page.locator(".st-key-patient_bars .cp-chart")
                 for title in ("Calibration-driven", "Instance-driven", "Total"):
-                    expect(bars.locator("g.annotation", has_text=title)).to_be_visible(
+                    expect(bars.locator(".cp-head", has_text=title)).to_be_visible(
                         timeout=STEP_TIMEOUT)
 
                 choose(page, "patient", index=3)
                 expect(heading).not_to_have_text(first, timeout=STEP_TIMEOUT)
-                expect(bars.locator("g.annotation", has_text="Instance-driven")).to_be_visible(
+                expect(bars.locator(".cp-head", has_text="Instance-driven")).to_be_visible(
                     timeout=STEP_TIMEOUT)
-                page.wait_for_timeout(800)  # let plotly finish drawing before the picture
                 page.screenshot(path=str(SCREENSHOTS / "patient_page.png"), full_page=True)
 
                 open_page(page, "Review queue")

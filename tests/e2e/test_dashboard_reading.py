@@ -27,8 +27,6 @@ from dashboard_driver import (
     settle,
 )
 
-from app import chart_component
-
 VIEWPORTS = ((1280, 720), (1440, 900))
 OUTSIDE = "http://198.51.100.7:9"
 """A documentation-only address (RFC 5737): a request to it means markup was rendered."""
@@ -148,18 +146,18 @@ def reading_checks(page, url: str, csv: Path) -> None:
         r"The interval is [\d.]+ (wider|narrower) than for a typical patient"),
         timeout=STEP_TIMEOUT)
     assert "e-0" not in reading.inner_text()  # rounded for people
-    bars = page.locator(".js-plotly-plot").first
+    bars = page.locator(".st-key-patient_bars .cp-chart")
     for title in ("Calibration-driven", "Instance-driven", "Total"):
         # Above the fold at 1440x900.
-        expect(bars.locator("g.annotation", has_text=title)).to_be_in_viewport()
+        expect(bars.locator(".cp-head", has_text=title)).to_be_in_viewport()
     shots(page, "patient")
     page.locator(".st-key-compare_on label").click()
     settle(page)
     compared = page.locator(".st-key-compare_patient")
     expect(compared).to_be_visible(timeout=STEP_TIMEOUT)
     compared.scroll_into_view_if_needed()
-    # Charts on show: each patient slot also holds a hidden plot drawn ahead.
-    expect(page.locator(chart_component.SHOWN_CHARTS)).to_have_count(4, timeout=STEP_TIMEOUT)
+    # The patient's two charts and the two compared patients' panels.
+    expect(page.locator(".cp-chart")).to_have_count(4, timeout=STEP_TIMEOUT)
     shots(page, "patient-compare")
     page.locator(".st-key-compare_on label").click()
     settle(page)
@@ -215,8 +213,10 @@ def no_markup_rendered(page) -> None:
     assert links.count() == 0, [links.nth(i).evaluate(
         "e => e.closest('[data-testid]').getAttribute('data-testid') + ': ' + "
         "e.closest('[data-testid]').outerHTML.slice(0, 300)") for i in range(links.count())]
-    assert page.locator(".js-plotly-plot a").count() == 0
+    assert page.locator(".js-plotly-plot a, .cp-chart a").count() == 0
     assert page.locator(".js-plotly-plot tspan[style*='bold']").count() == 0
+    # In the HTML charts the only bold is the hover's own feature name (hidden until hovered).
+    assert page.locator(".cp-chart b:not(.cp-tip > b)").count() == 0
 
 
 def test_names_from_the_data_render_as_plain_text(tmp_path: Path) -> None:
@@ -243,10 +243,10 @@ def test_names_from_the_data_render_as_plain_text(tmp_path: Path) -> None:
             rf"Why is patient !\[p\d+\]\({re.escape(OUTSIDE)}/p\d+\.png\) "
             r":red\[alarm\] www\.example\.org's interval this wide\?",
             heading.inner_text().replace("\u2060", "")), heading.inner_text()
-        bars = page.locator(".js-plotly-plot").first
+        bars = page.locator(".st-key-patient_bars .cp-chart")
         for name in MARKUP_NAMES.values():
             # Tick labels show the name as written (escaped, not rendered).
-            ticks = bars.locator("g.ytick text")
+            ticks = bars.locator(".cp-labels div")
             expect(ticks.first).to_be_attached(timeout=STEP_TIMEOUT)
             texts = [ticks.nth(i).text_content() for i in range(ticks.count())]
             # Long names are cut with … on the axis; the hover has them whole.

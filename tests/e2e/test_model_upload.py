@@ -109,9 +109,9 @@ def test_upload_model_files_run_and_refuse_a_pickle(tmp_path: Path) -> None:
                     "your models: XGBoost + LightGBM")
                 open_page(page, "Patient")
                 expect(page.get_by_text("Why is patient")).to_be_visible(timeout=STEP_TIMEOUT)
-                bars = page.locator(".js-plotly-plot").first
+                bars = page.locator(".st-key-patient_bars .cp-chart")
                 for title in ("Calibration-driven", "Instance-driven", "Total"):
-                    expect(bars.locator("g.annotation", has_text=title)).to_be_visible(
+                    expect(bars.locator(".cp-head", has_text=title)).to_be_visible(
                         timeout=STEP_TIMEOUT)
                 page.wait_for_timeout(800)
                 shoot(page, "patient_page")

@@ -73,6 +73,26 @@ FIGURE_TEXT_OUTSIDE = """(root) => {
           || r.bottom > box.bottom + 1) outside.push(text.textContent.trim().slice(0, 40));
     }
   }
+  // The Patient page's HTML charts (app/html_charts.py): every text on show inside the chart,
+  // and no two axis numbers (of one panel or of neighbouring panels) running into each other.
+  for (const chart of root.querySelectorAll('.cp-chart')) {
+    const box = chart.getBoundingClientRect();
+    for (const el of chart.querySelectorAll('*')) {
+      const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+      if (!own || !el.checkVisibility()) continue;
+      const r = el.getBoundingClientRect();
+      if (r.width === 0) continue;
+      seen += 1;
+      if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1
+          || r.bottom > box.bottom + 1) outside.push(el.textContent.trim().slice(0, 40));
+    }
+    const ticks = [...chart.querySelectorAll('.cp-axis span')].map(t => t.getBoundingClientRect())
+      .filter(r => r.width > 0).sort((a, b) => a.left - b.left);
+    for (let i = 1; i < ticks.length; i++) {
+      if (ticks[i].top === ticks[i - 1].top && ticks[i].left < ticks[i - 1].right + 2)
+        outside.push(`axis numbers touching at x=${Math.round(ticks[i].left)}`);
+    }
+  }
   return [outside, seen];
 }"""
 
@@ -88,8 +108,8 @@ def assert_nothing_cut(page, where: str, figures: bool = True) -> None:
 
 def wait_for_figures(page, count: int) -> None:
     page.wait_for_function(
-        f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {count}",
-        timeout=STEP_TIMEOUT)
+        "document.querySelectorAll('.js-plotly-plot .main-svg, .cp-chart').length >= "
+        f"{count}", timeout=STEP_TIMEOUT)
     page.wait_for_timeout(500)
 
 

@@ -23,8 +23,6 @@ from dashboard_driver import (
     settle,
 )
 
-from app import chart_component
-
 VIEWPORTS = ((1280, 720), (1440, 900))
 
 pytestmark = pytest.mark.slow
@@ -58,20 +56,22 @@ def checks(page, url: str) -> None:
 
     run_sample(page, url)
     open_page(page, "Patient")
-    bars = page.locator(".js-plotly-plot").first  # the Patient page's charts stay mounted
+    bars = page.locator(".st-key-patient_bars .cp-chart")
     expect(bars).to_be_visible(timeout=STEP_TIMEOUT)
     # The ? mark sits on the shared feature axis; the caption says how many.
-    expect(bars.locator("g.ytick text").filter(has_text="?").first).to_be_visible()
+    expect(bars.locator(".cp-labels div").filter(has_text="?").first).to_be_visible()
     caption = page.get_by_text(re.compile(r"whiskers on the calibration-driven bars"))
     expect(caption).to_contain_text(re.compile(r"not settled \(\d+ of 10 features here\)"))
     reading = page.locator(".st-key-patient_reading")
     shots(page, "patient-uncertainty", bars)
 
     # The standard SHAP panel: off by default, then one more chart with its sentence.
-    charts_before = page.locator(chart_component.SHOWN_CHARTS).count()  # not those drawn ahead
+    charts_before = page.locator(".cp-chart").count()
     page.locator(".st-key-fixed_q_on").get_by_text("Show what a standard SHAP").click()
     settle(page)
-    expect(page.locator(chart_component.SHOWN_CHARTS)).to_have_count(charts_before + 1)
+    expect(page.locator(".cp-chart")).to_have_count(charts_before + 1)
+    expect(page.locator(".st-key-fixed_q_chart .cp-title")).to_contain_text(
+        "What a standard SHAP of the interval shows")
     sentence = page.get_by_text(re.compile("has no calibration-driven part"))
     expect(sentence).to_be_visible()
     shots(page, "patient-standard-shap", page.locator(".st-key-fixed_q_chart"))

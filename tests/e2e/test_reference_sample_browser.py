@@ -60,15 +60,15 @@ def checks(page, url: str) -> None:
         timeout=RUN_TIMEOUT)
 
     open_page(page, "Patient")
-    bars = page.locator(".js-plotly-plot").first
+    bars = page.locator(".st-key-patient_bars .cp-chart")
     expect(bars).to_be_visible(timeout=STEP_TIMEOUT)
-    expect(bars.locator("g.legend text").filter(
+    expect(bars.locator(".cp-legend span").filter(
         has_text="Green band: reference-sample error")).to_be_visible(timeout=STEP_TIMEOUT)
     expect(page.get_by_text(re.compile(r"^The black whiskers.*Green band on the calibration"))
            ).to_be_visible()
     for width, height in VIEWPORTS:
         page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(900)  # plotly redraws for the new width
+        page.wait_for_timeout(300)
         bars.scroll_into_view_if_needed()
         page.wait_for_timeout(300)
         hover_text = hover_widest_bar(page, bars)
@@ -78,7 +78,7 @@ def checks(page, url: str) -> None:
         page.mouse.move(5, 5)
         page.wait_for_timeout(300)
         # Below the bars: the legend with the green band's entry, whole.
-        legend = bars.locator("g.legend")
+        legend = bars.locator(".cp-legend")
         legend.scroll_into_view_if_needed()
         page.wait_for_timeout(300)
         box, plot = legend.bounding_box(), bars.bounding_box()
@@ -91,14 +91,20 @@ def checks(page, url: str) -> None:
 
 
 def hover_widest_bar(page, bars) -> str:
-    """Hover the widest calibration-driven bar and return plotly's hover text."""
-    paths = bars.locator("g.trace.bars").first.locator("path")
-    boxes = [paths.nth(i).bounding_box() for i in range(paths.count())]
-    widest = max((b for b in boxes if b is not None), key=lambda b: b["width"])
-    page.mouse.move(widest["x"] + widest["width"] / 2, widest["y"] + widest["height"] / 2)
-    hover = bars.locator("g.hoverlayer g.hovertext")
-    hover.first.wait_for(state="visible", timeout=STEP_TIMEOUT)
-    return hover.first.text_content() or ""
+    """Point at the widest calibration-driven bar and return the words its row shows, checked
+    to be whole on the screen."""
+    rows = bars.locator(".cp-panel").first.locator(".cp-row")
+    widths = [rows.nth(i).locator(".cp-bar").bounding_box() for i in range(rows.count())]
+    widest = max(range(len(widths)), key=lambda i: (widths[i] or {"width": 0})["width"])
+    box = widths[widest]
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    hover = rows.nth(widest).locator(".cp-tip")
+    hover.wait_for(state="visible", timeout=STEP_TIMEOUT)
+    shown, screen = hover.bounding_box(), page.viewport_size
+    assert shown is not None and screen is not None
+    assert 0 <= shown["x"] and shown["x"] + shown["width"] <= screen["width"]
+    return hover.inner_text()
 
 
 def cohort_checks(page) -> None:
