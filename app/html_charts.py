@@ -1,13 +1,13 @@
 """The patient's charts as plain HTML and CSS, drawn from the figures app/charts.py builds.
 
 app/charts.py is the one home of what a chart shows (order, labels, colours, whiskers, bands,
-hover words); this module draws two of its figures, the three side-by-side panels and the
-waterfall, without plotly: positioned boxes whose left edge and width are percentages of the
-panel, so they follow the page's width with no script. The case summary a clinician downloads
-uses it: a page of about 25 KB with no JavaScript (with plotly.js inlined it was 4.8 MB), which
-opens anywhere. On the Patient page a prototype of these charts took 44 % off
-the browser's work per patient switch, which plotly's drawing dominates
-(docs/benchmarks/dashboard.md, stop 26).
+hover words); this module draws its patient figures (the side-by-side panels, one vector's
+bars, the waterfall) without plotly: positioned boxes whose left edge and width are
+percentages of the panel, so they follow the page's width with no script. The Patient page
+draws its charts with it (widgets.html_chart): plotly drawing them was about half of the
+browser's work per patient switch (docs/benchmarks/dashboard.md). The case summary a clinician
+downloads uses it too: a page of about 25 KB with no JavaScript (with plotly.js inlined it was
+4.8 MB), which opens anywhere.
 
 Every text comes from the figure, which escaped text from users for plotly; it is read back and
 escaped again for HTML, keeping only the figures' own markup (line breaks, subtitles). A bar's
@@ -136,7 +136,8 @@ def _span(scale: _Scale, centre: float, error, index: int) -> str | None:
 
 
 def three_panels(figure: go.Figure) -> str:
-    """The three side-by-side panels of charts.side_by_side_bars, as HTML."""
+    """The side-by-side panels of charts.side_by_side_bars, or the one panel of
+    charts.vector_bars, as HTML."""
     layout = figure.layout
     bars = [trace for trace in figure.data if trace.type == "bar"]
     bands = {trace.xaxis or "x": trace for trace in figure.data if trace.type == "scatter"}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal, TypedDict
+
 import plotly.graph_objects as go
 import streamlit as st
 
 from app import charts, html_charts, state, summaries
+from app.text import MINUS
 
 UNIT_LABELS = {"width": "width units", "log": "log units"}
 CHART_CONFIG = {"displaylogo": False}
@@ -41,6 +44,29 @@ def units_toggle(run: state.RunConfig) -> None:
                  help="Width units read like the interval itself. Log units are where this "
                       "family's split is exact; in width units each patient's three parts are "
                       "scaled by one factor, so they still add up.")
+
+
+class Change(TypedDict):
+    delta_arrow: Literal["up", "down", "off"]
+    delta_color: Literal["red", "green", "gray"]
+
+
+def change_arrow(text: str, *, coloured: bool = True) -> Change:
+    """st.metric's arrow and colour for a change written by text.people_number.
+
+    Streamlit reads a change's direction from a leading ASCII '-', and people_number writes a
+    true minus sign (−): without this a narrower interval showed a red up arrow. `coloured`:
+    wider red, narrower green (a width); otherwise grey (a prediction, neither good nor bad).
+    A change that rounds to nothing ("0", "≈0") has no arrow."""
+    if text.startswith(MINUS):
+        change: Change = {"delta_arrow": "down", "delta_color": "green"}
+    elif text.startswith("+"):
+        change = {"delta_arrow": "up", "delta_color": "red"}
+    else:
+        change = {"delta_arrow": "off", "delta_color": "gray"}
+    if not coloured:
+        change["delta_color"] = "gray"
+    return change
 
 
 def chart(figure: go.Figure, key: str | None = None) -> None:

@@ -69,9 +69,10 @@ def patient_panel() -> None:
                             "so it is shown clipped to that range.")
     else:
         cols[1].metric(f"Interval ({1 - e.alpha:.0%})", interval)
+    change = num(e.width[position] - e.base_width, signed=True)
     cols[2].metric("Width", f"{num(e.width[position])}",
-                   delta=f"{num(e.width[position] - e.base_width, signed=True)} vs featureless "
-                         f"{num(e.base_width)}", delta_color="inverse",
+                   delta=f"{change} vs featureless {num(e.base_width)}",
+                   **widgets.change_arrow(change),
                    help="Featureless width: the interval's width for a patient about whom "
                         "nothing is known (every feature left out).")
     if e.targets is not None and not np.isnan(e.targets[position]):
@@ -303,14 +304,14 @@ def show_edited(position: int, values: dict[str, object], edited) -> None:
     changed = [name for name, value in values.items()
                if value != whatif.original_values(results, position)[name]]
     cols = st.columns(3)
-    cols[0].metric("Edited prediction", f"{num(edited.prediction[0])}",
-                   delta=f"{num(edited.prediction[0] - e.prediction[position], signed=True)}",
-                   delta_color="off")
+    moved = num(edited.prediction[0] - e.prediction[position], signed=True)
+    cols[0].metric("Edited prediction", f"{num(edited.prediction[0])}", delta=moved,
+                   **widgets.change_arrow(moved, coloured=False))
     cols[1].metric(f"Edited interval ({1 - e.alpha:.0%})",
                    f"[{num(edited.lower[0])}, {num(edited.upper[0])}]")
-    cols[2].metric("Edited width", f"{num(edited.width[0])}",
-                   delta=f"{num(edited.width[0] - e.width[position], signed=True)} vs this patient",
-                   delta_color="inverse")
+    change = num(edited.width[0] - e.width[position], signed=True)
+    cols[2].metric("Edited width", f"{num(edited.width[0])}", delta=f"{change} vs this patient",
+                   **widgets.change_arrow(change))
     st.markdown("**Changed:** " + (", ".join(markdown_text(n) for n in changed)
                                    if changed else "nothing yet"))
     texts = [cases.display_value(values[f]) for f in edited.decomposition.features]

@@ -80,3 +80,24 @@ def test_the_reading_and_comparing_two_patients() -> None:
     assert list(drawn_figures(at)) == ["patient_bars", "patient_waterfall", "compare_this",
                                          "compare_other"]  # and both patients' panels
     assert at.selectbox(key="compare_patient").value == 7
+
+
+def test_the_width_arrow_follows_the_sign_of_the_change() -> None:
+    """A narrower interval than the featureless one points down in green, a wider one up in
+    red: the numbers carry a true minus sign, which Streamlit does not read as negative."""
+    from streamlit.proto.Metric_pb2 import Metric
+
+    at = patient_page()
+    seen = set()
+    for position in range(12):
+        at.selectbox(key="patient").set_value(position).run()
+        width = next(m for m in at.metric if m.label == "Width")
+        change = width.proto.delta.split(" vs ")[0]
+        expected = ((Metric.MetricDirection.DOWN, Metric.MetricColor.GREEN)
+                    if change.startswith("−") else
+                    (Metric.MetricDirection.UP, Metric.MetricColor.RED)
+                    if change.startswith("+") else
+                    (Metric.MetricDirection.NONE, Metric.MetricColor.GRAY))
+        assert (width.proto.direction, width.proto.color) == expected, change
+        seen.add(expected[0])
+    assert {Metric.MetricDirection.DOWN, Metric.MetricDirection.UP} <= seen  # both were shown
