@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app import charts, export, summaries
+from app import charts, export, html_charts, summaries
 from app.reading import patient_reading
 from app.reviews import ReviewEvent
 from app.shown import Shown, disagreement_flags
@@ -30,8 +30,9 @@ from core.missing import is_missing
 
 T = TypeVar("T")
 
-KEPT_PER_PROCESS = 512
-"""Patient figures and tables kept, shared by the sessions (a few tens of kB each)."""
+KEPT_PER_PROCESS = 1024
+"""Patient figures, their HTML and tables kept, shared by the sessions (a few tens of kB each;
+five per patient)."""
 _kept: OrderedDict[tuple, object] = OrderedDict()
 _kept_lock = threading.Lock()
 
@@ -170,6 +171,19 @@ def bars_figure(shown: Shown, position: int) -> go.Figure:
         values=feature_texts(shown, position), calibration_range=calibration_range(
             shown, position), scale=shown.number_scale,
         background_ranges=shown_background_ranges(shown, position)))
+
+
+def bars_chart(shown: Shown, position: int) -> str:
+    """The patient's three panels as the page draws them, HTML (app/html_charts.py; kept:
+    drawing the HTML from the figure took 5-12 ms of the interpreter per switch)."""
+    return kept("bars_chart", shown, position,
+                lambda: html_charts.chart(bars_figure(shown, position)))
+
+
+def waterfall_chart(shown: Shown, position: int) -> str:
+    """The patient's waterfall as HTML (kept, as bars_chart)."""
+    return kept("waterfall_chart", shown, position,
+                lambda: html_charts.chart(waterfall_figure(shown, position)))
 
 
 def decomposition_bars(d: Decomposition, position: int, units: str,
@@ -352,8 +366,8 @@ _prepared: weakref.WeakSet[Shown] = weakref.WeakSet()
 
 WARM_PACE = 0.02
 """Seconds `prepare` rests between two patients: it never holds the interpreter for more than
-one patient's build (about 3 ms), so a page another session (or this one) runs meanwhile waits
-for it by that much at most."""
+one build (a figure and its HTML, about 10 ms), so a page another session (or this one) runs
+meanwhile waits for it by that much at most."""
 
 
 def prepare(shown: Shown, patients: int = WARM_PATIENTS, pace: float = WARM_PACE,
@@ -372,8 +386,8 @@ def prepare(shown: Shown, patients: int = WARM_PATIENTS, pace: float = WARM_PACE
         if shown in _prepared:
             return
         _prepared.add(shown)
-    for position in range(min(shown.n, patients, KEPT_PER_PROCESS // 3 - 1)):
-        for build in (bars_figure, waterfall_figure, patient_table):
+    for position in range(min(shown.n, patients, KEPT_PER_PROCESS // 5 - 1)):
+        for build in (bars_chart, waterfall_chart, patient_table):  # and their figures
             wait()
             build(shown, position)
         time.sleep(pace)

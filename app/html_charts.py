@@ -125,14 +125,23 @@ def _axis(scale: _Scale, low: float, high: float) -> str:
         for t in nice_ticks(low, high) if t == 0 or 6 <= scale(t) <= 94) + "</div>")
 
 
-def _span(scale: _Scale, centre: float, error, index: int) -> str | None:
-    """The box of a figure's error bar (a whisker, or a band's range) about `centre`, or None
-    where the trace has none."""
+def _ranges(error) -> tuple[list[float], list[float]] | None:
+    """(plus, minus) of a figure's error bar (a whisker, or a band's range) at each point, or
+    None where the trace has none. Read once per trace: plotly's property access is slow
+    enough that reading it per bar was two thirds of drawing a chart."""
     if not error or error.visible is False or error.array is None:
         return None
-    plus = float(error.array[index])
-    minus = plus if error.symmetric is not False else float(error.arrayminus[index])
-    return _box(scale(centre - minus), scale(centre + plus))
+    plus = [float(v) for v in error.array]
+    minus = plus if error.symmetric is not False else [float(v) for v in error.arrayminus]
+    return plus, minus
+
+
+def _span(scale: _Scale, centre: float, ranges: tuple[list[float], list[float]] | None,
+          index: int) -> str | None:
+    """The box of an error bar about `centre` at point `index`, or None without one."""
+    if ranges is None:
+        return None
+    return _box(scale(centre - ranges[1][index]), scale(centre + ranges[0][index]))
 
 
 def three_panels(figure: go.Figure) -> str:
@@ -150,33 +159,39 @@ def three_panels(figure: go.Figure) -> str:
         zero = scale(0.0)
         opacity = trace.marker.opacity
         outline = trace.marker.line.width
+        colour = trace.marker.color
+        texts, words = trace.text, trace.customdata
+        whiskers = _ranges(trace.error_x)
+        band = bands.get(trace.xaxis or "x")
+        band_ranges = None if band is None else _ranges(band.error_x)
+        band_colour, tick_colour = ((band.error_x.color, band.marker.color) if band is not None
+                                    else (None, None))
         rows = []
         for i, value in enumerate(float(v) for v in trace.x):
             pale = opacity[i] if isinstance(opacity, Sequence) else (opacity or 1.0)
             line = outline[i] if isinstance(outline, Sequence) else (outline or 0.5)
             cells = [f'<div class="cp-zero" style="left:{zero:.3f}%"></div>']
-            band = bands.get(trace.xaxis or "x")
-            band_box = None if band is None else _span(scale, value, band.error_x, i)
-            if band is not None and band_box:  # the reference sample's range, under the bar
-                cells.append(f'<div class="cp-band" style="background:{band.error_x.color};'
+            band_box = _span(scale, value, band_ranges, i)
+            if band_box:  # the reference sample's range, under the bar
+                cells.append(f'<div class="cp-band" style="background:{band_colour};'
                              f'{band_box}"></div>')
             cells.append(
                 f'<div class="cp-bar" style="{_box(zero, scale(value))};'
-                f'background:{trace.marker.color};opacity:{pale:g};border:{line:g}px solid #111">'
+                f'background:{colour};opacity:{pale:g};border:{line:g}px solid #111">'
                 "</div>")
-            whisker = _span(scale, value, trace.error_x, i)
+            whisker = _span(scale, value, whiskers, i)
             if whisker:
                 cells.append(f'<div class="cp-whisker" style="{whisker}"></div>')
             if band is not None:
                 cells.append(f'<div class="cp-tick" style="left:{scale(value):.3f}%;'
-                             f'border-color:{band.marker.color}"></div>')
-            if trace.text is not None:
+                             f'border-color:{tick_colour}"></div>')
+            if texts is not None:
                 side = (f"left:calc({scale(value):.3f}% + 4px)" if value >= 0 else
                         f"right:calc({100 - scale(value):.3f}% + 4px)")
                 cells.append(f'<span class="cp-value" style="{side}">'
-                             f"{_text(trace.text[i])}</span>")
-            if trace.customdata is not None:
-                cells.append(_tip(_text(trace.customdata[i]), scale(value)))
+                             f"{_text(texts[i])}</span>")
+            if words is not None:
+                cells.append(_tip(_text(words[i]), scale(value)))
             rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
         panels.append(f'<div class="cp-panel">{"".join(rows)}</div>')
         units = axis.title.text if axis.title and axis.title.text else ""
@@ -211,27 +226,31 @@ def waterfall(figure: go.Figure) -> str:
     scale = _Scale(low, high)
     zero = scale(0.0)
     steps = [float(v) for v in trace.x]
+    texts, names = list(trace.text), list(trace.y)
+    # Each look read once (plotly's property access is slow): fill, outline width and colour.
+    looks = {kind: (part.marker.color, part.marker.line.width, part.marker.line.color)
+             for kind, part in (("total", trace.totals), ("up", trace.increasing),
+                                ("down", trace.decreasing))}
     level = 0.0
     rows, labels = [], []
-    for i, (label, measure) in enumerate(zip(trace.y, trace.measure, strict=True)):
+    for i, (label, measure) in enumerate(zip(names, trace.measure, strict=True)):
         if measure == "absolute":
             start, end = 0.0, steps[i]
         elif measure == "total":
             start, end = 0.0, level
         else:
             start, end = level, level + steps[i]
-        look = (trace.totals if measure in ("absolute", "total") else
-                trace.increasing if end >= start else trace.decreasing).marker
+        fill, width, edge = looks["total" if measure in ("absolute", "total") else
+                                  "up" if end >= start else "down"]
         level = end
         right = max(start, end)
         cells = [f'<div class="cp-zero" style="left:{zero:.3f}%"></div>',
                  f'<div class="cp-bar" style="{_box(scale(start), scale(end))};'
-                 f'background:{look.color};'
-                 f'border:{look.line.width:g}px solid {look.line.color}"></div>',
+                 f'background:{fill};border:{width:g}px solid {edge}"></div>',
                  f'<span class="cp-value" style="left:calc({scale(right):.3f}% + 4px)">'
-                 f'{_text(trace.text[i])}</span>',
-                 _tip(f"{_text(label)}: {_text(trace.text[i])}", scale(right))]
-        if i < len(trace.y) - 1:
+                 f'{_text(texts[i])}</span>',
+                 _tip(f"{_text(label)}: {_text(texts[i])}", scale(right))]
+        if i < len(names) - 1:
             cells.append(f'<div class="cp-connector" style="left:{scale(end):.3f}%"></div>')
         rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
         labels.append(f"<div>{_text(label)}</div>")

@@ -74,13 +74,14 @@ def chart(figure: go.Figure, key: str | None = None) -> None:
     st.plotly_chart(figure, config=CHART_CONFIG, theme=None, key=key)
 
 
-def html_chart(figure: go.Figure, key: str) -> None:
-    """One of the Patient page's charts, drawn as HTML and CSS (app/html_charts.py) in a slot
-    named by `key`. A patient switch is the dashboard's most frequent click: plotly drawing the
-    two charts was about half of the browser's work per switch, which decides how many users
-    one machine serves (docs/benchmarks/dashboard.md). The page calls chart_styles once."""
+def html_chart(page: str, key: str) -> None:
+    """One of the Patient page's charts, drawn as HTML and CSS (`page`, from
+    app/html_charts.py) in a slot named by `key`. A patient switch is the dashboard's most
+    frequent click: plotly drawing the two charts was about half of the browser's work per
+    switch, which decides how many users one machine serves (docs/benchmarks/dashboard.md).
+    The page calls chart_styles once."""
     with st.container(key=key):
-        st.html(html_charts.chart(figure))
+        st.html(page)
 
 
 def chart_styles() -> None:

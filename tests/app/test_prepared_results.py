@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app import cases, charts, runs, shown, summaries
+from app import cases, charts, html_charts, runs, shown, summaries
 from app.shown import shown_for
 from app.sources import load_sample
 from core import StudyOptions
@@ -115,6 +115,10 @@ def test_prepared_patients_are_the_figures_a_switch_would_build(prepared) -> Non
         assert kept is cases._kept[key]
         cases._kept.pop(key)
         assert figure_data(cases.bars_figure(record, position)) == figure_data(kept)
+        # The HTML the page draws is that figure's.
+        assert cases.bars_chart(record, position) == html_charts.chart(kept)
+        assert cases.waterfall_chart(record, position) == html_charts.chart(
+            cases.waterfall_figure(record, position))
         pd.testing.assert_frame_equal(cases.patient_table(record, position),
                                       cases._patient_table(record, position))
 
