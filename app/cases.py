@@ -24,15 +24,15 @@ from app import charts, export, html_charts, summaries
 from app.reading import patient_reading
 from app.reviews import ReviewEvent
 from app.shown import Shown, disagreement_flags
-from app.text import people_number
+from app.text import decimals_for, people_number
 from core.decomposition import Decomposition
 from core.missing import is_missing
 
 T = TypeVar("T")
 
 KEPT_PER_PROCESS = 1024
-"""Patient figures, their HTML and tables kept, shared by the sessions (a few tens of kB each;
-five per patient)."""
+"""Patient figures, tables and their HTML kept, shared by the sessions (a few tens of kB each;
+six per patient)."""
 _kept: OrderedDict[tuple, object] = OrderedDict()
 _kept_lock = threading.Lock()
 
@@ -111,6 +111,60 @@ def display_value(value: object) -> str:
 def patient_table(shown: Shown, position: int) -> pd.DataFrame:
     """Per feature: the patient's value and the three attributions (kept: do not change it)."""
     return kept("table", shown, position, lambda: _patient_table(shown, position))
+
+
+def patient_table_html(shown: Shown, position: int) -> str:
+    """patient_table as the Patient page shows it: an HTML table with short headers, each
+    header's full words when pointed at, numbers at the view's decimals (kept)."""
+    return kept("table_html", shown, position, lambda: html_charts.table(
+        patient_table(shown, position), table_columns(shown)))
+
+
+def table_columns(shown: Shown) -> dict[str, html_charts.Column]:
+    """Every column patient_table can have, as the Patient page shows it. Short headers with
+    the full words in their help: at 1280 px every column shows without a scroll bar."""
+    decimals = decimals_for(shown.number_scale)
+
+    def number(header: str, help: str | None = None) -> html_charts.Column:
+        return html_charts.Column(header, help, decimals)
+
+    return {
+        "feature": html_charts.Column("feature"),
+        "value": html_charts.Column("value", "This patient's value of the feature."),
+        "calibration-driven": number("calibration", "The calibration-driven part."),
+        "instance-driven": number("instance", "The instance-driven part."),
+        "total": number("total", "Calibration-driven + instance-driven."),
+        **{f"{name} ± SE": number(f"{short} ± SE",
+                                  f"One Monte Carlo standard error of the {name} part.")
+           for name, short in (("calibration-driven", "calibration"),
+                               ("instance-driven", "instance"), ("total", "total"))},
+        "calibration-driven, low end": number(
+            "calibration low", "Low end of the calibration-driven part's range with another "
+                               "calibration set."),
+        "calibration-driven, high end": number(
+            "calibration high", "High end of the calibration-driven part's range with another "
+                                "calibration set."),
+        **{f"{name}, reference-sample {end}": number(
+            f"{short} ref. {end}",
+            f"{end.capitalize()} end of the {name} part's range with another reference sample "
+            "(the training rows a left-out feature is averaged over).")
+           for name, short in (("calibration-driven", "calibration"),
+                               ("instance-driven", "instance")) for end in ("low", "high")},
+        "calibration-driven direction": html_charts.Column(
+            "direction", "Whether the calibration set settles if the feature widens or narrows "
+                         "the interval (not settled: its range holds 0)."
+            if shown.background_low is None else
+            "Whether the calibration set and the reference sample settle if the feature "
+            "widens or narrows the interval through the calibration set (not settled: a range "
+            "holds 0)."),
+        "instance-driven direction": html_charts.Column(
+            "instance direction", "Whether the reference sample settles if the feature's "
+                                  "instance-driven part widens or narrows the interval (not "
+                                  "settled: its range holds 0)."),
+        "signs differ": html_charts.Column(
+            charts.DISAGREE_MARK, "The calibration-driven and instance-driven parts pull in "
+                                  "opposite directions."),
+    }
 
 
 def _patient_table(shown: Shown, position: int) -> pd.DataFrame:
@@ -386,8 +440,8 @@ def prepare(shown: Shown, patients: int = WARM_PATIENTS, pace: float = WARM_PACE
         if shown in _prepared:
             return
         _prepared.add(shown)
-    for position in range(min(shown.n, patients, KEPT_PER_PROCESS // 5 - 1)):
-        for build in (bars_chart, waterfall_chart, patient_table):  # and their figures
+    for position in range(min(shown.n, patients, KEPT_PER_PROCESS // 6 - 1)):
+        for build in (bars_chart, waterfall_chart, patient_table_html):  # and their data
             wait()
             build(shown, position)
         time.sleep(pace)

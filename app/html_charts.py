@@ -20,9 +20,14 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
+
+from app.text import MINUS
 
 CSS = """
 .cp-chart { font: 13px/1.25 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
@@ -60,8 +65,18 @@ CSS = """
                          vertical-align: -2px; }
 .cp-chart .cp-connector { position: absolute; top: 21px; height: 10px;
                           border-left: 1px dotted #999; }
+.cp-table-wrap { overflow-x: auto; margin: 0.25rem 0 1rem; }
+.cp-table { border-collapse: collapse; width: 100%;
+            font: 14px/1.3 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; }
+.cp-table th, .cp-table td { padding: 5px 8px; border-bottom: 1px solid #e5e5e5;
+                             text-align: right; font-variant-numeric: tabular-nums; }
+.cp-table th { font-weight: 600; color: #444; border-bottom: 1px solid #999;
+               vertical-align: bottom; }
+.cp-table th[title] { text-decoration: underline dotted #999; cursor: help; }
+.cp-table .cp-text { text-align: left; }
+.cp-table tbody tr:hover { background: rgba(0, 0, 0, 0.04); }
 """
-"""The charts' style sheet, once per page that shows them."""
+"""The charts' (and the table's) style sheet, once per page that shows them."""
 
 _TAGS = re.compile(r"<[^>]+>")
 _MARKUP = re.compile(r"(</?(?:br|sup|b|i)>)")
@@ -270,3 +285,42 @@ def chart(figure: go.Figure) -> str:
         return waterfall(figure)
     return three_panels(figure)
 
+
+
+@dataclass(frozen=True)
+class Column:
+    """How table() shows a frame's column: its header, the words its header shows when
+    pointed at, and for a number column its decimals (None: text)."""
+
+    header: str
+    help: str | None = None
+    decimals: int | None = None
+
+
+def _cell(value: object, decimals: int | None) -> str:
+    if decimals is None:
+        return html.escape("" if value is None else str(value))
+    number = float(value)  # type: ignore[arg-type]
+    if not np.isfinite(number):
+        return ""
+    return f"{number:.{decimals}f}".replace("-", MINUS)
+
+
+def table(frame: pd.DataFrame, columns: Mapping[str, Column]) -> str:
+    """A frame as a plain HTML table, every column in `columns` (by the frame's column name),
+    in the frame's order; text escaped. Drawn like the charts: on the Patient page the data
+    grid (a canvas) was the largest part of the browser's work per switch once the charts
+    were HTML."""
+    shown = [(name, columns[name]) for name in frame.columns]
+    head = "".join(
+        f'<th class="{"cp-text" if column.decimals is None else "cp-number"}"'
+        + (f' title="{html.escape(column.help, quote=True)}"' if column.help else "")
+        + f">{html.escape(column.header)}</th>" for _, column in shown)
+    body = "".join(
+        "<tr>" + "".join(
+            f'<td class="{"cp-text" if column.decimals is None else "cp-number"}">'
+            f"{_cell(value, column.decimals)}</td>"
+            for (_, column), value in zip(shown, row, strict=True)) + "</tr>"
+        for row in frame.itertuples(index=False, name=None))
+    return (f'<div class="cp-table-wrap"><table class="cp-table"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")

@@ -13,7 +13,7 @@ import numpy as np
 import streamlit as st
 
 from app import auth, cases, charts, glossary, html_charts, state, summaries, whatif, widgets
-from app.text import file_name_part, markdown_text, people_number, table_format
+from app.text import file_name_part, markdown_text, people_number
 from core.errors import CpdecompError
 
 st.title("Patient")
@@ -121,49 +121,8 @@ def patient_panel() -> None:
     compare(position)
 
     st.subheader("Feature values")
-    part_format = table_format(e.number_scale)
-    # Short headers with the full words in their help: at 1280 px every column shows without
-    # a scroll bar.
-    st.dataframe(cases.patient_table(e, position), hide_index=True, column_config={
-        "calibration-driven": st.column_config.NumberColumn(
-            "calibration", format=part_format, help="The calibration-driven part."),
-        "instance-driven": st.column_config.NumberColumn(
-            "instance", format=part_format, help="The instance-driven part."),
-        "total": st.column_config.NumberColumn(format=part_format),
-        **{f"{name} ± SE": st.column_config.NumberColumn(
-            f"{short} ± SE", format=part_format,
-            help=f"One Monte Carlo standard error of the {name} part.")
-           for name, short in (("calibration-driven", "calibration"),
-                               ("instance-driven", "instance"), ("total", "total"))},
-        "calibration-driven, low end": st.column_config.NumberColumn(
-            "calibration low", format=part_format,
-            help="Low end of the calibration-driven part's range with another calibration "
-                 "set."),
-        "calibration-driven, high end": st.column_config.NumberColumn(
-            "calibration high", format=part_format,
-            help="High end of the calibration-driven part's range with another calibration "
-                 "set."),
-        **{f"{name}, reference-sample {end}": st.column_config.NumberColumn(
-            f"{short} ref. {end}", format=part_format,
-            help=f"{end.capitalize()} end of the {name} part's range with another reference "
-                 "sample (the training rows a left-out feature is averaged over).")
-           for name, short in (("calibration-driven", "calibration"),
-                               ("instance-driven", "instance")) for end in ("low", "high")},
-        "calibration-driven direction": st.column_config.TextColumn(
-            "direction", help="Whether the calibration set settles if the feature widens or "
-                              "narrows the interval (not settled: its range holds 0)."
-            if e.background_low is None else
-            "Whether the calibration set and the reference sample settle if the feature "
-            "widens or narrows the interval through the calibration set (not settled: "
-            "a range holds 0)."),
-        "instance-driven direction": st.column_config.TextColumn(
-            "instance direction", help="Whether the reference sample settles if the "
-                                       "feature's instance-driven part widens or narrows the "
-                                       "interval (not settled: its range holds 0)."),
-        "signs differ": st.column_config.TextColumn(
-            charts.DISAGREE_MARK, help="The calibration-driven and instance-driven parts pull "
-                                       "in opposite directions."),
-    })
+    with st.container(key="patient_table"):
+        st.html(cases.patient_table_html(e, position))
     review_section(position, patient)
 
 

@@ -6,6 +6,7 @@ import base64
 import io
 import re
 import string
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,53 @@ def drawn_charts(at: AppTest) -> dict[str, str]:
 
     walk(at.main)
     return found
+
+
+class _Table(HTMLParser):
+    """An HTML table's header texts, header help (title) and cell texts."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.headers: list[str] = []
+        self.help: list[str | None] = []
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+        self.feed(page)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr" and self.headers:
+            self.rows.append([])
+        if tag in ("th", "td"):
+            self._cell = []
+            if tag == "th":
+                self.help.append(dict(attrs).get("title"))
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("th", "td") and self._cell is not None:
+            text = "".join(self._cell)
+            (self.headers if tag == "th" else self.rows[-1]).append(text)
+            self._cell = None
+
+
+def shown_table(at: AppTest) -> pd.DataFrame:
+    """The page's HTML table (app/html_charts.table) as shown: its headers, and its cells as
+    text, or as numbers in a column whose every cell reads as one (a true minus sign read as
+    -); each header's help in `attrs["help"]`, the cells as text in `attrs["text"]`."""
+    pages = [h.proto.body for h in at.get("html") if 'class="cp-table"' in h.proto.body]
+    assert len(pages) == 1, pages
+    parsed = _Table(pages[0])
+    frame = pd.DataFrame(parsed.rows, columns=parsed.headers)
+    frame.attrs["text"] = frame.copy()
+    for column in frame.columns:
+        numbers = pd.to_numeric(frame[column].str.replace("\u2212", "-"), errors="coerce")
+        if numbers.notna().all():
+            frame[column] = numbers
+    frame.attrs["help"] = dict(zip(parsed.headers, parsed.help, strict=True))
+    return frame
 
 
 def drawn_figures(at: AppTest) -> dict[str, go.Figure]:

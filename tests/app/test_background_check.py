@@ -9,7 +9,14 @@ from dataclasses import replace
 import numpy as np
 import plotly.io as pio
 import pytest
-from dashboard_helpers import drawn_figures, errors, figure_numbers, new_app, run_linear
+from dashboard_helpers import (
+    drawn_figures,
+    errors,
+    figure_numbers,
+    new_app,
+    run_linear,
+    shown_table,
+)
 
 from app import charts, runs, sources, summaries
 from app.shown import shown_report
@@ -90,9 +97,8 @@ def test_a_run_with_the_background_check_shows_the_reference_sample_error() -> N
     marked = [label.endswith(charts.UNSETTLED_MARK) for label in bars[0].y]
     np.testing.assert_array_equal(marked, shown.calibration_unsettled[position][order])
     # The table lists the ranges' ends.
-    table = at.dataframe[0].value
-    for column in ("calibration-driven, reference-sample low",
-                   "instance-driven, reference-sample high", "instance-driven direction"):
+    table = shown_table(at)
+    for column in ("calibration ref. low", "instance ref. high", "instance direction"):
         assert column in table.columns
     assert any("Green band" in c.value for c in at.caption)
 
@@ -112,7 +118,7 @@ def test_a_run_without_the_background_check_draws_the_bars_as_before() -> None:
     order = charts.feature_order(d.total[position])
     marked = [label.endswith(charts.UNSETTLED_MARK) for label in figure.data[0].y]
     np.testing.assert_array_equal(marked, d.calibration_sign_uncertain[position][order])
-    assert "instance-driven direction" not in at.dataframe[0].value.columns
+    assert "instance direction" not in shown_table(at).columns
     assert not any("Green band" in c.value for c in at.caption)
 
 

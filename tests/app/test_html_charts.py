@@ -205,3 +205,21 @@ def test_a_name_with_markup_stays_text_in_every_place() -> None:
 def test_axis_ticks_are_round_numbers_inside_the_range(low: float, high: float,
                                                        ticks: list[float]) -> None:
     assert html_charts.nice_ticks(low, high) == pytest.approx(ticks)
+
+
+def test_a_table_shows_short_headers_their_help_rounded_numbers_and_text_as_text() -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"feature": ["<b>age</b>", "bmi"], "value": ["61", "(missing)"],
+                          "total": [-1.23456, float("nan")]})
+    page = html_charts.table(frame, {
+        "feature": html_charts.Column("feature"),
+        "value": html_charts.Column("value", 'the "value"'),
+        "total": html_charts.Column("sum", "calibration + instance", decimals=2)})
+    assert re.findall(r"<th\b[^>]*>(.*?)</th>", page) == ["feature", "value", "sum"]
+    assert 'title="the &quot;value&quot;"' in page and 'title="calibration + instance"' in page
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", page)
+    assert cells == ["&lt;b&gt;age&lt;/b&gt;", "61", "−1.23", "bmi", "(missing)", ""]
+    assert "<b>" not in page
+    with pytest.raises(KeyError):  # every column needs its header: none shown by accident
+        html_charts.table(frame.assign(extra=1), {})

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import time
 
-from dashboard_helpers import drawn_charts, drawn_figures, errors, new_app, run_linear
+import numpy as np
+from dashboard_helpers import (
+    drawn_charts,
+    drawn_figures,
+    errors,
+    new_app,
+    run_linear,
+    shown_table,
+)
 
 from app import cases, html_charts
 
@@ -30,12 +38,19 @@ def test_patient_views() -> None:
     assert heading(at) == "Why is patient P0004's interval this wide?"
     labels = [m.label for m in at.metric]
     assert labels[:3] == ["Prediction", "Interval (90%)", "Width"]
-    table = at.dataframe[0].value
-    assert list(table.columns) == ["feature", "value", "calibration-driven", "instance-driven",
-                                   "total", "calibration-driven, low end",
-                                   "calibration-driven, high end",
-                                   "calibration-driven direction", "signs differ"]
+    table = shown_table(at)
+    assert list(table.columns) == ["feature", "value", "calibration", "instance", "total",
+                                   "calibration low", "calibration high", "direction", "⇄"]
     assert len(table) == 10
+    # The full words of each short header, when pointed at.
+    assert table.attrs["help"]["calibration"] == "The calibration-driven part."
+    assert "another calibration set" in table.attrs["help"]["calibration low"]
+    # The rows in the bars' order, numbers at the page's rounding: the totals add up to the
+    # width's change from the featureless width (to that rounding).
+    assert table["total"].abs().is_monotonic_decreasing
+    decimals = len(table.attrs["text"]["total"][0].partition(".")[2])
+    np.testing.assert_allclose(table["calibration"] + table["instance"], table["total"],
+                               atol=1.01 * 10.0 ** -decimals)
 
 
 def test_switching_patient_is_instant_and_changes_the_view() -> None:

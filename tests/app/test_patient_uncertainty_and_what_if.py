@@ -18,6 +18,7 @@ from dashboard_helpers import (
     new_app,
     run_linear,
     shown,
+    shown_table,
 )
 
 from app import charts, sources
@@ -77,8 +78,8 @@ def test_whiskers_and_unsettled_marks_follow_the_bootstrap() -> None:
 
     caption = next(shown(c.value) for c in at.caption if "whiskers" in c.value)
     assert f"({unsettled.sum()} of {len(d.features)} features here)" in caption
-    table = at.dataframe[0].value
-    assert (table["calibration-driven direction"] == "not settled").sum() == unsettled.sum()
+    table = shown_table(at)
+    assert (table["direction"] == "not settled").sum() == unsettled.sum()
     details = next(e for e in at.expander if "analysts" in e.label)
     assert "200 bootstrap resamples" in shown(details.markdown[0].value)
 

@@ -81,13 +81,13 @@ def test_the_preparation_waits_for_a_script_run(report, tmp_path: Path) -> None:
     record = shown_for(report, (CONFIG, "width", "waits"), "progression")
     during, after = prepare_beside_a_script(record, tmp_path, following=False)
     assert during == 0
-    assert after == 5 * PATIENTS  # bars and waterfall (figure and HTML) and table of each
+    assert after == 6 * PATIENTS  # bars, waterfall and table of each, and their HTML
 
 
 def test_a_script_following_a_run_does_not_hold_it_back(report, tmp_path: Path) -> None:
     record = shown_for(report, (CONFIG, "width", "follows"), "progression")
     during, after = prepare_beside_a_script(record, tmp_path, following=True)
-    assert during == after == 5 * PATIENTS
+    assert during == after == 6 * PATIENTS
 
 
 def test_no_script_is_running_outside_a_script_run() -> None:

@@ -47,10 +47,12 @@ CLIPPED_TEXT = """(root) => {
   return cut;
 }"""
 
-TABLES_SCROLLING = """(root) => [...root.querySelectorAll('[data-testid="stDataFrame"]')]
+TABLES_SCROLLING = """(root) => [
+  ...root.querySelectorAll('[data-testid="stDataFrame"], .cp-table-wrap')]
   .filter(t => t.offsetParent)
   .map(t => {
-    const scroller = t.querySelector('.dvn-scroller');
+    // A data grid scrolls in its .dvn-scroller; an HTML table (app/html_charts.py) in its wrap.
+    const scroller = t.classList.contains('cp-table-wrap') ? t : t.querySelector('.dvn-scroller');
     const scrolls = scroller && scroller.scrollWidth > scroller.clientWidth + 1;
     return scrolls ? (t.closest('[class*="st-key-"]')?.className || 'a table') : null;
   }).filter(x => x)"""
