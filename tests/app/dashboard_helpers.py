@@ -25,7 +25,7 @@ MARKDOWN_ESCAPE = re.compile("\\\\([" + re.escape(string.punctuation) + "])")
 
 
 def new_app() -> AppTest:
-    _record_drawn_figures()
+    record_drawn_figures()
     at = AppTest.from_file(str(MAIN), default_timeout=60)
     return at.run()
 
@@ -78,7 +78,7 @@ _DRAWN: dict[str, go.Figure] = {}
 """Every figure app/html_charts.py has drawn in this process, by the HTML it made."""
 
 
-def _record_drawn_figures() -> None:
+def record_drawn_figures() -> None:
     """Have app/html_charts.chart remember each figure it draws (AppTest runs the app in this
     process): the Patient page sends HTML, and the tests read the numbers off the figure
     whose HTML the page shows."""
