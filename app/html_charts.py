@@ -4,7 +4,7 @@ app/charts.py is the one home of what a chart shows (order, labels, colours, whi
 hover words); this module draws its patient figures (the side-by-side panels, one vector's
 bars, the waterfall) without plotly: positioned boxes whose left edge and width are
 percentages of the panel, so they follow the page's width with no script. The Patient page
-draws its charts with it (widgets.html_chart): plotly drawing them was about half of the
+draws its charts with it (widgets.html_view): plotly drawing them was about half of the
 browser's work per patient switch (docs/benchmarks/dashboard.md). The case summary a clinician
 downloads uses it too: a page of about 25 KB with no JavaScript (with plotly.js inlined it was
 4.8 MB), which opens anywhere.
@@ -78,7 +78,6 @@ CSS = """
 """
 """The charts' (and the table's) style sheet, once per page that shows them."""
 
-_TAGS = re.compile(r"<[^>]+>")
 _MARKUP = re.compile(r"(</?(?:br|sup|b|i)>)")
 """The markup the figures' own texts use (titles' line breaks and subtitles); anything else in
 a text, such as a tag typed into a feature name, is shown as text."""
@@ -115,7 +114,7 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
 
 
 def _tick_text(value: float) -> str:
-    return f"{value:g}".replace("-", "−")
+    return f"{value:g}".replace("-", MINUS)
 
 
 class _Scale:

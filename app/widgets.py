@@ -74,19 +74,19 @@ def chart(figure: go.Figure, key: str | None = None) -> None:
     st.plotly_chart(figure, config=CHART_CONFIG, theme=None, key=key)
 
 
-def html_chart(page: str, key: str) -> None:
-    """One of the Patient page's charts, drawn as HTML and CSS (`page`, from
+def html_view(page: str, key: str) -> None:
+    """One of the Patient page's charts or its table, drawn as HTML and CSS (`page`, from
     app/html_charts.py) in a slot named by `key`. A patient switch is the dashboard's most
     frequent click: plotly drawing the two charts was about half of the browser's work per
-    switch, which decides how many users one machine serves (docs/benchmarks/dashboard.md).
-    The page calls chart_styles once."""
+    switch, and the data grid most of what was left, which decides how many users one machine
+    serves (docs/benchmarks/dashboard.md). The page calls chart_styles once."""
     with st.container(key=key):
         st.html(page)
 
 
 def chart_styles() -> None:
-    """The style sheet of html_chart's charts, once on the page, outside the patient panel so
-    that a switch does not send it again (a style-only st.html takes no room on the page)."""
+    """The style sheet of html_view's charts and table, once on the page, outside the patient
+    panel so that a switch does not send it again (a style-only st.html takes no room)."""
     st.html(f"<style>{html_charts.CSS}</style>")
 
 

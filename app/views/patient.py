@@ -3,7 +3,7 @@ bars side by side.
 
 Every patient was explained by the run, so switching patient only indexes into the report; the
 panel is a fragment, so a switch reruns the panel alone, and its figures are kept per patient.
-Its charts are plain HTML and CSS (app/html_charts.py, through widgets.html_chart): the browser
+Its charts are plain HTML and CSS (app/html_charts.py, through widgets.html_view): the browser
 lays them out like text, with no chart library to run on a switch.
 """
 
@@ -85,7 +85,7 @@ def patient_panel() -> None:
         cols[3].metric("Observed", "unknown")
 
     st.subheader(HEADING.format(markdown_text(patient)))
-    widgets.html_chart(cases.bars_chart(e, position), key="patient_bars")
+    widgets.html_view(cases.bars_chart(e, position), key="patient_bars")
     with st.container(key="patient_reading"):
         st.markdown(markdown_text(cases.case_reading(width, position, unit=outcome.unit)))
     if clipped[position]:
@@ -111,7 +111,7 @@ def patient_panel() -> None:
                    "errors, and the table lists each standard error. A larger budget on the "
                    "Setup page shrinks them as 1/√budget.")
 
-    widgets.html_chart(cases.waterfall_chart(e, position), key="patient_waterfall")
+    widgets.html_view(cases.waterfall_chart(e, position), key="patient_waterfall")
     if not e.efficient:
         st.caption("This attribution method is not efficient: the attributions do not add up "
                    "to the width's change, and the waterfall shows the rest as 'not "
@@ -121,8 +121,7 @@ def patient_panel() -> None:
     compare(position)
 
     st.subheader("Feature values")
-    with st.container(key="patient_table"):
-        st.html(cases.patient_table_html(e, position))
+    widgets.html_view(cases.patient_table_html(e, position), key="patient_table")
     review_section(position, patient)
 
 
@@ -190,7 +189,7 @@ def standard_shap(position: int) -> None:
         # Built only when asked for: a switch with the toggle off builds no figure for it.
         figure = cases.fixed_quantile_figure(e, position, width.units_label)
         assert figure is not None  # the run computed the comparator (checked above)
-        widgets.html_chart(html_charts.chart(figure), key="fixed_q_chart")
+        widgets.html_view(html_charts.chart(figure), key="fixed_q_chart")
         st.caption(
             "A standard SHAP of the interval keeps the calibration set's quantile fixed, so it "
             "only sees how this patient's own values change the width: it has no "
@@ -274,7 +273,7 @@ def show_edited(position: int, values: dict[str, object], edited) -> None:
     st.markdown("**Changed:** " + (", ".join(markdown_text(n) for n in changed)
                                    if changed else "nothing yet"))
     texts = [cases.display_value(values[f]) for f in edited.decomposition.features]
-    widgets.html_chart(html_charts.chart(cases.decomposition_bars(
+    widgets.html_view(html_charts.chart(cases.decomposition_bars(
         edited.decomposition, 0, e.units_label, texts, e.number_scale)), key="whatif_chart")
 
 
@@ -298,7 +297,7 @@ def compare(position: int) -> None:
                             f"[{num(shown_lower[shown])}, {num(shown_upper[shown])}]"
                             + (" ✂" if clipped[shown] else "")
                             + f" · width {num(e.width[shown])}")
-                widgets.html_chart(cases.bars_chart(e, shown), key=f"compare_{side}")
+                widgets.html_view(cases.bars_chart(e, shown), key=f"compare_{side}")
                 st.caption(markdown_text(cases.case_reading(width, shown, unit=outcome.unit)))
 
 

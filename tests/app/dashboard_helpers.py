@@ -96,7 +96,7 @@ def record_drawn_figures() -> None:
 
 
 def drawn_charts(at: AppTest) -> dict[str, str]:
-    """The page's HTML charts (widgets.html_chart) by slot key, in page order."""
+    """The page's HTML charts (widgets.html_view) by slot key, in page order."""
     found: dict[str, str] = {}
 
     def walk(node) -> None:
