@@ -28,6 +28,7 @@ def num(value: float, signed: bool = False) -> str:
 # visit only draws.
 summary = e.cohort
 figures = cases.cohort_figures(e)
+state.cohort_visited()
 cover = summary.coverage
 cols = st.columns(4)
 cols[0].metric("Patients explained", f"{e.n}")

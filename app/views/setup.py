@@ -196,7 +196,8 @@ HIDE_COHORT_CHARTS = (
 
 def cohort_charts_ahead(results: state.Results) -> None:
     """The Cohort page's four charts, drawn here out of sight (no height, hidden, also from
-    screen readers), once per browser session: on the page that shows its first results.
+    screen readers), under the session's first results until the Cohort page is visited
+    (`state.cohort_charts_ahead`).
 
     Not content: it makes the browser do now, while the user reads the results line, what it
     otherwise did on that first visit and never again: compiling plotly's code for bars with
@@ -306,6 +307,5 @@ if run is not None:
         cols[1].page_link("views/patient.py", label="Patient", icon=":material/person:")
         cols[2].page_link("views/queue.py", label="Review queue", icon=":material/checklist:")
         widgets.results_preview(done)
-        if not st.session_state.get("cohort_charts_drawn_ahead"):  # once per browser session
-            st.session_state["cohort_charts_drawn_ahead"] = True
+        if state.cohort_charts_ahead(run):
             cohort_charts_ahead(done)

@@ -10,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dashboard_driver import SCREENSHOTS, STEP_TIMEOUT, dashboard_page, open_page, run_sample
+from dashboard_driver import (
+    SCREENSHOTS,
+    STEP_TIMEOUT,
+    dashboard_page,
+    open_page,
+    run_sample,
+    settle,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -61,6 +68,12 @@ def test_the_charts_drawn_ahead_take_no_room_and_show_nothing(tmp_path: Path, wi
         page.screenshot(path=str(SCREENSHOTS / f"setup_results_end_{width}x{height}.png"))
         # No room, not even the gap before it: the page is as long without the block.
         assert page.evaluate(WITHOUT_IT, BLOCK) == [True, True]
+        # A rerun of the page (here Streamlit's R key; a reconnecting browser does the same)
+        # keeps them: drawn by the first script run alone, it removed them.
+        page.locator("h1").first.click()
+        page.keyboard.press("r")
+        settle(page)
+        assert page.evaluate(LOOK, BLOCK) == look
         open_page(page, "Cohort")
         expect(page.locator(BLOCK)).to_have_count(0)
         page.wait_for_function(
