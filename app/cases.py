@@ -371,6 +371,9 @@ class CohortFigures:
     a run with the bootstrap)."""
     calibration_band: bool
     """... and the green band of redrawn backgrounds."""
+    pages: Mapping[str, str]
+    """The four as the page draws them, HTML by name (widths, calibration, instance,
+    disagreement; app/html_charts.py)."""
 
 
 def cohort_figures(shown: Shown) -> CohortFigures:
@@ -396,18 +399,20 @@ def _cohort_figures(shown: Shown) -> CohortFigures:
              f"{shown.background_size}")
     heading = f"Calibration-driven<br><sup>{qualifier}</sup><br><sup>{label}</sup>"
     disagreement = cohort.disagreement
-    return CohortFigures(
-        widths=charts.width_histogram(cohort.widths, base_width=shown.base_width),
-        calibration=charts.vector_bars(shown.features, cohort.vector, cohort.order,
-                                       view="calibration", units=shown.units_label,
-                                       title=heading, span=span, scale=shown.number_scale,
-                                       band=band),
-        instance=charts.instance_distribution(shown.features, shown.instance, cohort.order,
-                                              units=shown.units_label),
-        disagreement=charts.sign_disagreement_bars(
+    figures = {
+        "widths": charts.width_histogram(cohort.widths, base_width=shown.base_width),
+        "calibration": charts.vector_bars(shown.features, cohort.vector, cohort.order,
+                                          view="calibration", units=shown.units_label,
+                                          title=heading, span=span, scale=shown.number_scale,
+                                          band=band),
+        "instance": charts.instance_distribution(shown.features, shown.instance, cohort.order,
+                                                 units=shown.units_label),
+        "disagreement": charts.sign_disagreement_bars(
             disagreement["feature"], disagreement["calibration_vs_instance"],
-            disagreement["total_vs_instance"]),
-        calibration_whiskers=span is not None, calibration_band=band is not None)
+            disagreement["total_vs_instance"])}
+    return CohortFigures(
+        **figures, calibration_whiskers=span is not None, calibration_band=band is not None,
+        pages={name: html_charts.chart(figure) for name, figure in figures.items()})
 
 
 WARM_PATIENTS = 200

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.text import MINUS
+from app.text import MINUS, people_number
 
 CSS = """
 .cp-chart { font: 13px/1.25 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
@@ -65,6 +65,31 @@ CSS = """
                          vertical-align: -2px; }
 .cp-chart .cp-connector { position: absolute; top: 21px; height: 10px;
                           border-left: 1px dotted #999; }
+.cp-chart .cp-plot { display: grid; grid-template-columns: max-content 1fr; column-gap: 8px; }
+.cp-chart .cp-yaxis { position: relative; font-size: 12px; color: #444; min-width: 2.2em; }
+.cp-chart .cp-yaxis span { position: absolute; right: 0; transform: translateY(50%); }
+.cp-chart .cp-ytitle { font-size: 12px; color: #444; text-align: right; }
+.cp-chart .cp-area { position: relative; height: 220px; border-bottom: 1px solid #888; }
+.cp-chart .cp-hline { position: absolute; left: 0; right: 0; border-top: 1px solid #e5e5e5; }
+.cp-chart .cp-col { position: absolute; top: 0; bottom: 0; }
+.cp-chart .cp-col:hover { background: rgba(0, 0, 0, 0.05); }
+.cp-chart .cp-col:hover .cp-tip { display: block; }
+.cp-chart .cp-col .cp-tip { top: 4px; }
+.cp-chart .cp-col .cp-bar { top: auto; bottom: 0; left: 0; right: 0; height: auto; }
+.cp-chart .cp-mark { position: absolute; top: 0; bottom: 0; border-left: 2px #111; z-index: 2;
+                     pointer-events: none; }
+.cp-chart .cp-marks { position: relative; font-size: 12px; }
+.cp-chart .cp-marks span { position: absolute; white-space: nowrap; }
+.cp-chart .cp-reach { position: absolute; top: 12px; height: 0; border-top: 1px solid; }
+.cp-chart .cp-quart { position: absolute; top: 4px; height: 18px; box-sizing: border-box; }
+.cp-chart .cp-median { position: absolute; top: 4px; height: 18px; border-left: 2px solid; }
+.cp-chart .cp-dot { position: absolute; top: 10px; width: 5px; height: 5px; margin-left: -2.5px;
+                    border-radius: 50%; }
+.cp-chart.cp-pairs .cp-labels div, .cp-chart.cp-pairs .cp-row { height: 40px; }
+.cp-chart.cp-pairs .cp-labels div { line-height: 40px; }
+.cp-chart.cp-pairs .cp-bar { height: 14px; }
+.cp-chart.cp-pairs .cp-value { line-height: 14px; }
+.cp-chart.cp-pairs .cp-tip { top: 38px; }
 .cp-table-wrap { overflow-x: auto; margin: 0.25rem 0 1rem; }
 .cp-table { border-collapse: collapse; width: 100%;
             font: 14px/1.3 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; }
@@ -278,10 +303,212 @@ def waterfall(figure: go.Figure) -> str:
     return f'<div class="cp-chart" role="figure"><div class="cp-title">{title}</div>{grid}</div>'
 
 
+def _title(layout) -> str:
+    return (f'<div class="cp-title">{_text(layout.title.text)}</div>'
+            if layout.title and layout.title.text else "")
+
+
+def _units(axis) -> str:
+    return (f'<div class="cp-units">{_text(axis.title.text)}</div>'
+            if axis.title and axis.title.text else "")
+
+
+def _padded(low: float, high: float, share: float = 0.04) -> tuple[float, float]:
+    pad = (high - low) * share or max(abs(low), abs(high), 1.0) * share
+    return low - pad, high + pad
+
+
+def _bins(values: np.ndarray, low: float, high: float, count: int) -> np.ndarray:
+    """Bin edges about `count` bins over the values, a round width apart (as plotly's own
+    binning): tied values (a family whose widths are all equal) make one bin of the display's
+    1/count, centred on them."""
+    vmin, vmax = float(values.min()), float(values.max())
+    if vmax - vmin <= 1e-9 * max(abs(vmin), abs(vmax), 1.0):
+        half = (high - low) / count / 2
+        return np.array([vmin - half, vmin + half])
+    raw = (vmax - vmin) / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first = math.floor(vmin / step) * step
+    edges = first + step * np.arange(math.ceil((vmax - first) / step) + 2)
+    return edges[: int(np.searchsorted(edges, vmax, side="right")) + 1]
+
+
+def histogram(figure: go.Figure) -> str:
+    """charts.width_histogram as HTML: the patients per width bin, with its vertical lines
+    (the featureless width, the flag threshold, this patient) and their labels above."""
+    trace, layout = figure.data[0], figure.layout
+    values = np.asarray(trace.x, dtype=float)
+    values = values[np.isfinite(values)]
+    lines = [(float(shape.x0), _text(note.text), shape.line.dash or "solid")
+             for shape, note in zip(layout.shapes or (), layout.annotations or (), strict=True)]
+    if values.size == 0:
+        return f'<div class="cp-chart" role="figure">{_title(layout)}</div>'
+    spots = [*values, *(x for x, _, _ in lines)]
+    low, high = _padded(min(spots), max(spots))
+    edges = _bins(values, low, high, 30)
+    low, high = min(low, float(edges[0])), max(high, float(edges[-1]))
+    counts = np.histogram(values, edges)[0]
+    scale = _Scale(low, high)
+    # Whole numbers of patients, up to the first tick at or above the tallest bar.
+    most = int(counts.max())
+    step = max(nice_ticks(0, most, 4)[1:2] or [1.0]) if most > 1 else 1.0
+    step = max(step, 1.0)
+    ceiling = step * math.ceil(most / step)
+    top = [step * k for k in range(int(ceiling / step) + 1)]
+    scale_of_values = float(np.max(np.abs(values)))
+    columns = []
+    for left, right, count in zip(edges[:-1], edges[1:], counts, strict=True):
+        if not count:
+            continue
+        at = scale((left + right) / 2)
+        words = (f"{people_number(left, scale_of_values)} to "
+                 f"{people_number(right, scale_of_values)}: {count} patient"
+                 + ("s" if count != 1 else ""))
+        columns.append(
+            f'<div class="cp-col" style="{_box(scale(left), scale(right))}">'
+            f'<div class="cp-bar" style="height:{100 * count / ceiling:.3f}%;'
+            f'background:{trace.marker.color};border:1px solid {trace.marker.line.color}">'
+            f"</div>{_tip(words, at)}</div>")
+    dash = {"dash": "dashed", "dot": "dotted"}
+    marks = "".join(f'<div class="cp-mark" style="left:{scale(x):.3f}%;border-left-style:'
+                    f'{dash.get(style, "solid")}"></div>' for x, _, style in lines)
+    # Each line's label above the plot; a label close to the one before goes a line higher,
+    # so that two lines close together (the featureless width and the threshold) stay legible.
+    placed: list[tuple[float, int]] = []
+    labels = []
+    for x, label, _ in sorted(lines):
+        at = scale(x)
+        level = 1 if placed and placed[-1][1] == 0 and at - placed[-1][0] < 18 else 0
+        placed.append((at, level))
+        anchor = "0" if at < 12 else "-100%" if at > 88 else "-50%"
+        labels.append(f'<span style="left:{at:.3f}%;bottom:{16 * level}px;'
+                      f'transform:translateX({anchor})">{label}</span>')
+    levels = 1 + max((level for _, level in placed), default=0)
+    y_title = layout.yaxis.title.text if layout.yaxis.title else ""
+    y_ticks = "".join(f'<span style="bottom:{100 * t / ceiling:.3f}%">{t:g}</span>'
+                      for t in top if t <= ceiling)
+    grid_lines = "".join(f'<div class="cp-hline" style="bottom:{100 * t / ceiling:.3f}%"></div>'
+                         for t in top if 0 < t <= ceiling)
+    plot = ('<div class="cp-plot">'
+            f'<div class="cp-ytitle">{_text(y_title)}</div>'
+            f'<div class="cp-marks" style="height:{16 * levels + 10}px">{"".join(labels)}</div>'
+            f'<div class="cp-yaxis">{y_ticks}</div>'
+            f'<div class="cp-area">{grid_lines}{"".join(columns)}{marks}</div>'
+            f"<div></div><div>{_axis(scale, low, high)}{_units(layout.xaxis)}</div></div>")
+    return f'<div class="cp-chart" role="figure">{_title(layout)}{plot}</div>'
+
+
+def boxes(figure: go.Figure) -> str:
+    """charts.instance_distribution as HTML: per feature, a box over the middle half of the
+    patients' values with its median, whiskers to the farthest values within 1.5 box lengths,
+    and a dot per value past them (plotly's rules, quartiles by linear interpolation)."""
+    layout = figure.layout
+    traces = list(figure.data)
+    data = [np.asarray(trace.x, dtype=float) for trace in traces]
+    data = [x[np.isfinite(x)] for x in data]
+    spots = [0.0, *(float(v) for x in data if x.size for v in (x.min(), x.max()))]
+    low, high = _padded(min(spots), max(spots))
+    scale = _Scale(low, high)
+    zero = scale(0.0)
+    size = max(abs(low), abs(high))
+    rows, labels = [], []
+    for trace, x in zip(traces, data, strict=True):
+        labels.append(f"<div>{_text(trace.name)}</div>")
+        cells = [f'<div class="cp-zero" style="left:{zero:.3f}%"></div>']
+        if x.size:
+            q1, median, q3 = (float(v) for v in np.percentile(x, [25, 50, 75]))
+            reach = 1.5 * (q3 - q1)
+            inside = x[(x >= q1 - reach) & (x <= q3 + reach)]
+            first, last = float(inside.min()), float(inside.max())
+            line, fill = trace.line.color, trace.fillcolor
+            dot = trace.marker.color
+            cells.append(f'<div class="cp-reach" style="{_box(scale(first), scale(last))};'
+                         f'border-color:{line}"></div>')
+            cells.append(f'<div class="cp-quart" style="{_box(scale(q1), scale(q3))};'
+                         f'background:{fill};border:1px solid {line}"></div>')
+            cells.append(f'<div class="cp-median" style="left:{scale(median):.3f}%;'
+                         f'border-color:{line}"></div>')
+            # One dot per place on the panel (many patients can share one).
+            outside = np.unique(np.round([scale(v) for v in x[(x < first) | (x > last)]], 1))
+            cells.extend(f'<div class="cp-dot" style="left:{at:.1f}%;background:{dot}"></div>'
+                         for at in outside)
+
+            def number(value: float) -> str:
+                return people_number(value, size, signed=True)
+
+            words = (f"{_text(trace.name)}: median {number(median)}; middle half of the "
+                     f"patients {number(q1)} to {number(q3)}; all {x.size} from "
+                     f"{number(float(x.min()))} to {number(float(x.max()))}")
+            cells.append(_tip(words, scale(q3)))
+        rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
+    grid = ('<div class="cp-grid" style="grid-template-columns:max-content 1fr">'
+            f'<div class="cp-labels">{"".join(labels)}</div>'
+            f'<div class="cp-panel">{"".join(rows)}</div>'
+            f"<div></div><div>{_axis(scale, low, high)}{_units(layout.xaxis)}</div></div>")
+    return f'<div class="cp-chart" role="figure">{_title(layout)}{grid}</div>'
+
+
+def _pattern(colour: str, shape: str) -> str:
+    """A bar's fill with plotly's pattern (white stripes over the colour): the pattern, not
+    the colour alone, tells the two series apart."""
+    stripes = "rgba(255, 255, 255, 0.55) 0 2px, transparent 2px 6px"
+    if shape == "x":
+        return (f"repeating-linear-gradient(45deg, {stripes}), "
+                f"repeating-linear-gradient(-45deg, {stripes}), {colour}")
+    return f"repeating-linear-gradient(45deg, {stripes}), {colour}"
+
+
+def grouped_bars(figure: go.Figure) -> str:
+    """charts.sign_disagreement_bars as HTML: per feature one bar per series (the first on
+    top), each with its pattern and its number, and a legend."""
+    layout = figure.layout
+    traces = list(figure.data)
+    low, high = (float(v) for v in layout.xaxis.range)
+    scale = _Scale(low, high)
+    zero = scale(0.0)
+    looks = [_pattern(trace.marker.color, trace.marker.pattern.shape or "") for trace in traces]
+    series = [([float(v) for v in trace.x], list(trace.text or ())) for trace in traces]
+    names = list(traces[0].y)
+    rows = []
+    for i, name in enumerate(names):
+        cells = [f'<div class="cp-zero" style="left:{zero:.3f}%"></div>']
+        words = []
+        for k, (trace, look, (values, texts)) in enumerate(
+                zip(traces, looks, series, strict=True)):
+            top = 5 + 16 * k
+            cells.append(f'<div class="cp-bar" style="{_box(zero, scale(values[i]))};top:{top}px;'
+                         f'background:{look};border:0.5px solid #111"></div>')
+            if texts:
+                cells.append(f'<span class="cp-value" style="top:{top}px;left:calc('
+                             f'{scale(values[i]):.3f}% + 4px)">{_text(texts[i])}</span>')
+            words.append(f"{_text(trace.name)}: {values[i]:.1f}% of patients")
+        cells.append(_tip(f"{_text(name)}<br>" + "<br>".join(words),
+                          max(scale(v[0][i]) for v in series)))
+        rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
+    labels = "".join(f"<div>{_text(name)}</div>" for name in names)
+    legend = "".join(f'<span><i style="background:{look}"></i>{_text(trace.name)}</span>'
+                     for trace, look in zip(traces, looks, strict=True))
+    grid = ('<div class="cp-grid" style="grid-template-columns:max-content 1fr">'
+            f'<div class="cp-labels">{labels}</div>'
+            f'<div class="cp-panel">{"".join(rows)}</div>'
+            f"<div></div><div>{_axis(scale, low, high)}{_units(layout.xaxis)}</div></div>")
+    return (f'<div class="cp-chart cp-pairs" role="figure">{_title(layout)}'
+            f'<div class="cp-legend">{legend}</div>{grid}</div>')
+
+
 def chart(figure: go.Figure) -> str:
-    """Either of the two, by the figure's traces."""
-    if figure.data and figure.data[0].type == "waterfall":
+    """The figure as HTML, by its traces: a waterfall, a histogram, box plots, grouped bars
+    (more than one bar trace on one axis), or side-by-side panels and one vector's bars."""
+    kind = figure.data[0].type if figure.data else None
+    if kind == "waterfall":
         return waterfall(figure)
+    if kind == "histogram":
+        return histogram(figure)
+    if kind == "box":
+        return boxes(figure)
+    if figure.layout.barmode == "group":
+        return grouped_bars(figure)
     return three_panels(figure)
 
 

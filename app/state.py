@@ -239,22 +239,6 @@ def remember_run(config: RunConfig, dataset: Dataset, timings: dict[str, float])
     state["run_timings"] = timings
 
 
-def cohort_charts_ahead(run: RunConfig) -> bool:
-    """Whether Setup draws the Cohort page's charts out of sight under these results: the
-    session's first results, until the Cohort page is visited (`cohort_visited`).
-
-    Keyed by the run rather than set once when first drawn: every rerun of the page showing
-    those results draws them again (a rerun of the same elements costs the browser nothing).
-    Drawn only by the first script run, a rerun that came before the browser had drawn them (a
-    reconnect on a loaded machine) removed them unfinished."""
-    return st.session_state.setdefault("cohort_charts_ahead_for", run) is run
-
-
-def cohort_visited() -> None:
-    """The Cohort page has been drawn: Setup need not draw its charts ahead any longer."""
-    st.session_state["cohort_charts_ahead_for"] = None
-
-
 @dataclass(frozen=True, eq=False)
 class Results:
     """The last run's study and its report in the units on show. Pages read `shown`, its flat

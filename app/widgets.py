@@ -70,16 +70,18 @@ def change_arrow(text: str, *, coloured: bool = True) -> Change:
 
 
 def chart(figure: go.Figure, key: str | None = None) -> None:
-    """A plotly chart (the Setup, Cohort and Interactions pages' charts)."""
+    """A plotly chart (the Setup and Interactions pages' charts)."""
     st.plotly_chart(figure, config=CHART_CONFIG, theme=None, key=key)
 
 
 def html_view(page: str, key: str) -> None:
-    """One of the Patient page's charts or its table, drawn as HTML and CSS (`page`, from
-    app/html_charts.py) in a slot named by `key`. A patient switch is the dashboard's most
-    frequent click: plotly drawing the two charts was about half of the browser's work per
-    switch, and the data grid most of what was left, which decides how many users one machine
-    serves (docs/benchmarks/dashboard.md). The page calls chart_styles once."""
+    """One of the Patient or Cohort page's charts or the patient's table, drawn as HTML and
+    CSS (`page`, from app/html_charts.py) in a slot named by `key`. A patient switch is the
+    dashboard's most frequent click: plotly drawing the two charts was about half of the
+    browser's work per switch, and the data grid most of what was left, which decides how many
+    users one machine serves; on the Cohort page plotly's first drawing of a session (its code
+    compiled, every label measured) made the first visit slower than the next ones
+    (docs/benchmarks/dashboard.md). The page calls chart_styles once."""
     with st.container(key=key):
         st.html(page)
 

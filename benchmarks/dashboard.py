@@ -244,7 +244,8 @@ ALPHAS = (0.15, 0.2, 0.25)
 
 
 COHORT_DRAWN = (
-    f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {COHORT_CHARTS}"
+    "['cohort_widths', 'cohort_calibration', 'cohort_instance', 'cohort_disagreement']"
+    ".every(slot => document.querySelector(`.st-key-${slot} .cp-chart`))"
     " && document.body.innerText.includes('Calibration vs instance: the two parts')")
 PATIENT_DRAWN = (
     "['patient_bars', 'patient_waterfall'].every(slot => document.querySelector("

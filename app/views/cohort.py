@@ -28,7 +28,6 @@ def num(value: float, signed: bool = False) -> str:
 # visit only draws.
 summary = e.cohort
 figures = cases.cohort_figures(e)
-state.cohort_visited()
 cover = summary.coverage
 cols = st.columns(4)
 cols[0].metric("Patients explained", f"{e.n}")
@@ -73,12 +72,13 @@ if clipped.any():
                f"cannot take ({outcome.describe()}) and are shown clipped on the Patient and "
                "Review queue pages; widths and parts are those of the unclipped intervals.")
 
-widgets.chart(figures.widths)
+widgets.chart_styles()
+widgets.html_view(figures.pages["widths"], key="cohort_widths")
 
 one_vector = summary.one_vector
 left, right = st.columns(2)
 with left:
-    widgets.chart(figures.calibration)
+    widgets.html_view(figures.pages["calibration"], key="cohort_calibration")
     if figures.calibration_whiskers and e.calibration_unsettled is not None:
         unsettled = e.calibration_unsettled[0]
         crosses = "the whisker or the green band crosses" if figures.calibration_band else (
@@ -99,12 +99,12 @@ with left:
     st.caption(f"Specific to α = {e.alpha:g}: a feature's calibration-driven sign can change "
                "with α.")
 with right:
-    widgets.chart(figures.instance)
+    widgets.html_view(figures.pages["instance"], key="cohort_instance")
     st.caption("Each box spans the middle half of the patients; the whiskers and dots show "
                "the rest.")
 
 disagreement = summary.disagreement
-widgets.chart(figures.disagreement)
+widgets.html_view(figures.pages["disagreement"], key="cohort_disagreement")
 st.caption("Calibration vs instance: the two parts pull in opposite directions. Total vs "
            "instance: the usual (total) attribution shows the patient's own effect with the "
            f"wrong sign. Parts smaller than {summaries.SIGN_CUT:.0%} of the patient's largest "

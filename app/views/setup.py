@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
-from app import cases, planning, runs, state, widgets
+from app import planning, runs, state, widgets
 from app.text import markdown_text
 from core import FAMILIES, MODELS, target_values
 from core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
@@ -185,40 +185,6 @@ if not plan.fast:
 
 
 HIDE_RUN_BUTTON = "<style>.st-key-run { display: none; }</style>"
-HIDE_COHORT_CHARTS = (
-    "<style>.st-key-cohort_charts_ahead { flex: 0 0 0 !important; max-height: 0 !important; "
-    "overflow: hidden; visibility: hidden; pointer-events: none; } "
-    # Its wrapper is the page's last item: without this the gap before it (1rem) would
-    # lengthen the page.
-    "[data-testid='stLayoutWrapper']:has(> .st-key-cohort_charts_ahead) { margin-top: -1rem; }"
-    "</style>")
-
-
-def cohort_charts_ahead(results: state.Results) -> None:
-    """The Cohort page's four charts, drawn here out of sight (no height, hidden, also from
-    screen readers), under the session's first results until the Cohort page is visited
-    (`state.cohort_charts_ahead`).
-
-    Not content: it makes the browser do now, while the user reads the results line, what it
-    otherwise did on that first visit and never again: compiling plotly's code for bars with
-    outside labels and box plots, and measuring each label's text (plotly keeps every text's
-    size once measured; the labels are the feature names, the same on every run of the data).
-    Measured in chromium on the bundled sample (12 fresh browser sessions each way: Run, then
-    Cohort as soon as the results show): the first visit took 327 ms (median) without them and
-    254 ms with them, against 185-250 ms for visits again. The browser keeps what it learnt
-    for the session: after later Runs the first visit is as quick as a visit again without
-    them. What is left of a first visit's extra is Streamlit's own first drawing of the page's
-    other elements."""
-    st.html(HIDE_COHORT_CHARTS)
-    figures = cases.cohort_figures(results.shown)  # the worker built them as the run ended
-    with st.container(key="cohort_charts_ahead"):
-        widgets.chart(figures.widths)
-        left, right = st.columns(2)
-        with left:
-            widgets.chart(figures.calibration)
-        with right:
-            widgets.chart(figures.instance)
-        widgets.chart(figures.disagreement)
 
 
 def follow(job: state.RunJob) -> None:
@@ -307,5 +273,3 @@ if run is not None:
         cols[1].page_link("views/patient.py", label="Patient", icon=":material/person:")
         cols[2].page_link("views/queue.py", label="Review queue", icon=":material/checklist:")
         widgets.results_preview(done)
-        if state.cohort_charts_ahead(run):
-            cohort_charts_ahead(done)

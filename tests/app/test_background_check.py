@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import plotly.io as pio
 import pytest
 from dashboard_helpers import (
     drawn_figures,
@@ -176,7 +175,7 @@ def test_the_cohort_vector_and_the_case_summary_carry_the_reference_sample_error
     at.switch_page("views/cohort.py").run()
     at.radio(key="units").set_value("log").run()  # the single calibration-driven vector
     assert errors(at) == []
-    vector = pio.from_json(at.get("plotly_chart")[1].proto.spec)
+    vector = drawn_figures(at)["cohort_calibration"]
     dataset = sources.load_sample("diabetes")
     study = prepare_study(dataset.patients, config.options, train=dataset.train,
                           calibration=dataset.calibration)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dashboard_helpers import errors, new_app, run_linear
+from dashboard_helpers import drawn_charts, drawn_figures, errors, new_app, run_linear
+
+from app import cases, html_charts
 
 
 def test_without_results_it_points_to_setup() -> None:
@@ -16,7 +18,17 @@ def test_cohort_views() -> None:
     at = run_linear(new_app())
     at.switch_page("views/cohort.py").run()
     assert errors(at) == []
-    assert len(at.get("plotly_chart")) == 4
+    # The four charts drawn as HTML, each the run's kept figure for its slot.
+    assert list(drawn_charts(at)) == ["cohort_widths", "cohort_calibration",
+                                      "cohort_instance", "cohort_disagreement"]
+    assert at.get("plotly_chart") == []
+    drawn = drawn_figures(at)
+    assert any(all(figure is getattr(kept, key.removeprefix("cohort_"))
+                   for key, figure in drawn.items())
+               for (kind, _, _), kept in cases._kept.items() if kind == "cohort")
+    # The style sheet once, outside the charts.
+    assert [h.proto.body for h in at.get("html") if h.proto.body.startswith("<style>")] \
+        == [f"<style>{html_charts.CSS}</style>"]
     labels = {m.label: m.value for m in at.metric}
     assert labels["Patients explained"] == "111"
     assert labels["Empirical coverage"].endswith("%")

@@ -7,7 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from dashboard_helpers import errors, figure_numbers, new_app, run_linear, shown
+from dashboard_helpers import (
+    drawn_figures,
+    errors,
+    figure_numbers,
+    new_app,
+    run_linear,
+    shown,
+)
 from scipy.stats import binomtest
 
 from app import sources, summaries
@@ -75,7 +82,6 @@ def test_subgroup_report_on_the_cohort_page() -> None:
 
 def test_cohort_calibration_vector_has_the_bootstrap_whiskers_in_log_units() -> None:
 
-    import plotly.io as pio
 
     from app import charts
     from app.runs import CALIBRATION_BOOTSTRAP
@@ -85,11 +91,11 @@ def test_cohort_calibration_vector_has_the_bootstrap_whiskers_in_log_units() -> 
     at = run_linear(new_app())
     at.switch_page("views/cohort.py").run()
     # In width units a multiplicative family's vector is a mean over patients: no whiskers.
-    vector = pio.from_json(at.get("plotly_chart")[1].proto.spec).data[0]
+    vector = drawn_figures(at)["cohort_calibration"].data[0]
     assert vector.error_x.array is None
     at.radio(key="units").set_value("log").run()
     assert errors(at) == []
-    vector = pio.from_json(at.get("plotly_chart")[1].proto.spec).data[0]
+    vector = drawn_figures(at)["cohort_calibration"].data[0]
     config = at.session_state["last_run"]
     dataset = sources.load_sample("diabetes")
     study = prepare_study(dataset.patients, config.options, train=dataset.train,

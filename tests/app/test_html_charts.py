@@ -194,6 +194,16 @@ def test_a_name_with_markup_stays_text_in_every_place() -> None:
     assert "<img" not in page
     assert any(name in item["text"] for item in Boxes(page).items)
     assert all(name in words(hover_boxes(page)[k]) for k in (0, 2, 4))  # its row, each panel
+    from app.charts import instance_distribution, sign_disagreement_bars
+
+    for cohort in (html_charts.boxes(instance_distribution(
+            [name, "b"], np.ones((3, 2)), np.array([0, 1]), units="days")),
+            html_charts.grouped_bars(sign_disagreement_bars([name, "b"], np.array([0.1, 0.2]),
+                                                            np.array([0.0, 0.3])))):
+        assert "<img" not in cohort
+        # As plotly showed them: a long name shortened with "…" (its start is the text).
+        assert any(name[:20] in item["text"] for item in Boxes(cohort).items)
+        assert name[:20] in words(hover_boxes(cohort)[0])
 
 
 @pytest.mark.parametrize(("low", "high", "ticks"), [
@@ -223,3 +233,85 @@ def test_a_table_shows_short_headers_their_help_rounded_numbers_and_text_as_text
     assert "<b>" not in page
     with pytest.raises(KeyError):  # every column needs its header: none shown by accident
         html_charts.table(frame.assign(extra=1), {})
+
+
+def axis_scale(page: str, index: int = 0):
+    """Value -> percent of the panel, read off the `index`-th axis's tick numbers."""
+    axes = re.findall(r'<div class="cp-axis">(.*?)</div>', page)
+    ticks = [(float(html.unescape(text).replace("\u2212", "-")), float(left))
+             for left, text in re.findall(r'left:([\d.\-]+)%">([^<]+)</span>', axes[index])]
+    (v0, p0), (v1, p1) = ticks[0], ticks[-1]
+    return lambda value: p0 + (value - v0) * (p1 - p0) / (v1 - v0)
+
+
+def test_a_histogram_counts_every_width_once_in_the_bar_that_holds_it() -> None:
+    from app.charts import width_histogram
+
+    widths = np.random.default_rng(3).gamma(4.0, 2.0, 400)
+    page = html_charts.histogram(width_histogram(widths, base_width=9.0, threshold=12.0))
+    scale = axis_scale(page)
+    where = np.array([scale(w) for w in widths])
+    columns = Boxes(page).of("cp-col")
+    counts = [int(re.search(r": (\d+) patients?", words(tip)).group(1))
+              for tip in hover_boxes(page)]
+    assert sum(counts) == len(widths)
+    heights = [percent(item, "height") for item in Boxes(page).of("cp-bar")]
+    for column, count, height in zip(columns, counts, heights, strict=True):
+        left, right = span(column)
+        inside = ((where >= left - 1e-6) & (where < right - 1e-6)).sum()
+        assert inside == count or (right == max(span(c)[1] for c in columns)
+                                   and (where >= left - 1e-6).sum() == count)
+        assert height == pytest.approx(100 * count / max(counts) * max(heights) / 100,
+                                       rel=1e-3)
+    # The two lines where their values are, each with its label.
+    marks = [percent(item, "left") for item in Boxes(page).of("cp-mark")]
+    assert marks == pytest.approx([scale(9.0), scale(12.0)], abs=0.01)
+    assert "featureless width" in page and "flag threshold" in page
+
+
+def test_tied_widths_make_one_bar_of_every_patient() -> None:
+    from app.charts import width_histogram
+
+    page = html_charts.histogram(width_histogram(np.full(125, 10.5), base_width=16.4))
+    assert len(Boxes(page).of("cp-col")) == 1
+    assert words(hover_boxes(page)[0]).endswith(": 125 patients")
+
+
+def test_box_plots_follow_tukeys_rule() -> None:
+    from app.charts import instance_distribution
+
+    # Quartiles by linear interpolation: 3.25, 5.5 and 7.75; the fences 3.25 - 6.75 and
+    # 7.75 + 6.75 leave 100 (and -20) outside, the whiskers end at 1 and 9.
+    values = np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 100.0])
+    second = np.array([-20, 0, 0, 1, 1, 1, 2, 2, 3, 3.0])
+    page = html_charts.boxes(instance_distribution(
+        ["a", "b"], np.column_stack([values, second]), np.array([0, 1]), units="days"))
+    scale = axis_scale(page)
+    boxes = Boxes(page)
+    quart, reach = boxes.of("cp-quart"), boxes.of("cp-reach")
+    assert span(quart[0]) == pytest.approx((scale(3.25), scale(7.75)), abs=0.01)
+    assert span(reach[0]) == pytest.approx((scale(1), scale(9)), abs=0.01)
+    assert percent(boxes.of("cp-median")[0], "left") == pytest.approx(scale(5.5), abs=0.01)
+    dots = [percent(d, "left") for d in boxes.of("cp-dot")]
+    assert dots == pytest.approx([scale(100.0), scale(-20.0)], abs=0.06)
+    assert span(reach[1]) == pytest.approx((scale(0), scale(3)), abs=0.01)
+    # Rounded at the panel's scale (up to 100): whole numbers.
+    assert words(hover_boxes(page)[0]) == ("a: median +6; middle half of the patients +3 to +8; "
+                                           "all 10 from +1 to +100")
+
+
+def test_grouped_bars_span_zero_to_their_percent_with_their_number() -> None:
+    from app.charts import sign_disagreement_bars
+
+    first, second = np.array([0.1, 0.25, 0.0]), np.array([0.05, 1.0, 0.0])
+    page = html_charts.grouped_bars(sign_disagreement_bars(FEATURES, first, second))
+    scale = axis_scale(page)
+    bars = Boxes(page).of("cp-bar")
+    expected = [p for pair in zip(100 * first, 100 * second, strict=True) for p in pair]
+    assert [end for bar in bars for end in span(bar)] == pytest.approx(
+        [end for p in expected for end in (scale(0), scale(p))], abs=0.01)
+    assert [v["text"] for v in Boxes(page).of("cp-value")] == [f"{p:.0f}%" for p in expected]
+    legend = re.search(r'<div class="cp-legend">(.*?)</div>', page).group(1)
+    assert re.findall(r"</i>([^<]+)</span>", legend) == ["calibration vs instance",
+                                                         "total vs instance"]
+    assert "<b>x" not in page.replace("&lt;b&gt;x", "")

@@ -115,7 +115,7 @@ def checks(page, url: str) -> None:
     shots(page, "cohort-subgroups", table)
     page.get_by_test_id("stSidebar").get_by_text("log units").click()
     settle(page)
-    vector = page.get_by_test_id("stPlotlyChart").nth(1)
-    expect(vector.locator("g.ytick text").filter(has_text="?").first).to_be_visible(
+    vector = page.locator(".st-key-cohort_calibration .cp-chart")
+    expect(vector.locator(".cp-labels div").filter(has_text="?").first).to_be_visible(
         timeout=STEP_TIMEOUT)
     shots(page, "cohort-calibration-vector", vector)

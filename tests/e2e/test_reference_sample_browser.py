@@ -114,8 +114,8 @@ def cohort_checks(page) -> None:
     open_page(page, "Cohort")
     page.get_by_test_id("stSidebar").get_by_text("log units").click()
     settle(page)
-    vector = page.locator(".js-plotly-plot").nth(1)
-    expect(vector.locator("g.legend text").filter(
+    vector = page.locator(".st-key-cohort_calibration .cp-chart")
+    expect(vector.locator(".cp-legend span").filter(
         has_text="Green band: reference-sample error")).to_be_visible(timeout=STEP_TIMEOUT)
     for width, height in VIEWPORTS:
         page.set_viewport_size({"width": width, "height": height})
