@@ -27,6 +27,9 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
                     reference_sample: bool = False) -> str:
     """One paragraph: how much wider (or narrower) than a typical patient's interval, which
     feature contributes most and through which part, and a feature whose parts pull apart.
+    Under a family without an instance-driven part (`has_instance_part` False) every patient
+    has the same width: the paragraph says so and compares it with the model's width without
+    features instead.
 
     All arrays are in width units, one entry per feature; `base_width` is the featureless width
     (what the interval would be knowing nothing about the patient). `calibration_unsettled`
@@ -51,20 +54,30 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
     scale = max(float(np.max(np.abs(np.concatenate([calibration, instance, total])),
                              initial=0.0)), 1e-300)
     sentences = []
-    if abs(difference) <= SIGN_CUT * max(abs(base_width), 1e-300):
+    about_equal = abs(difference) <= SIGN_CUT * max(abs(base_width), 1e-300)
+    word = "wider" if difference > 0 else "narrower"
+    if not has_instance_part:
+        # Every patient's width is the same here, so the featureless width is no "typical
+        # patient": it is the width the model would have without any feature.
+        sentences.append(
+            f"Under this conformal family the width is the same for every patient "
+            f"({number(width)}{units}): it is set by the calibration set alone, and this "
+            "patient's own values do not change it.")
+        sentences.append(
+            "It is about what it would be if the model used none of the features."
+            if about_equal else
+            f"It is {number(abs(difference))}{units} {word} than it would be if the model "
+            f"used none of the features ({number(base_width)}{units}); the bars show which "
+            "features make that difference, all of it through the calibration set.")
+        sentences += _unsettled_sentence(features, unsettled, reference_sample)
+        return " ".join(sentences)
+    if about_equal:
         sentences.append(f"The interval is about as wide as for a typical patient "
                          f"({number(width)}{units}).")
     else:
-        word = "wider" if difference > 0 else "narrower"
         sentences.append(
             f"The interval is {number(abs(difference))}{units} {word} than for a typical "
             f"patient ({number(width)} vs {number(base_width)}{units}).")
-    if not has_instance_part:
-        sentences.append("Under this conformal family the width is the same for every patient: "
-                         "it is set by the calibration set alone, and this patient's own values "
-                         "do not change it.")
-        sentences += _unsettled_sentence(features, unsettled, reference_sample)
-        return " ".join(sentences)
 
     # The feature that moves the width most in the direction it moved.
     direction = 1.0 if difference >= 0 else -1.0

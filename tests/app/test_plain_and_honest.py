@@ -150,7 +150,13 @@ def test_the_reading_names_the_main_driver_and_a_feature_whose_parts_disagree() 
             "(+1.4): the total shows only −2.9.") in text_
     fixed = reading.patient_reading(features, calibration, 0 * instance, calibration,
                                     width=20.0, base_width=22.0, has_instance_part=False)
-    assert "2.0 narrower" in fixed and "the same for every patient" in fixed
+    # Every patient has this width: no "typical patient" to compare with, but the model
+    # without features.
+    assert fixed == ("Under this conformal family the width is the same for every patient "
+                     "(20.0): it is set by the calibration set alone, and this patient's own "
+                     "values do not change it. It is 2.0 narrower than it would be if the "
+                     "model used none of the features (22.0); the bars show which features "
+                     "make that difference, all of it through the calibration set.")
 
 
 def test_names_are_plain_text_in_markdown_and_plotly() -> None:

@@ -127,6 +127,10 @@ def reading_checks(page, url: str, csv: Path) -> None:
     reading = page.locator(".st-key-patient_reading")
     expect(reading).to_contain_text("the width is the same for every patient",
                                     timeout=STEP_TIMEOUT)
+    # Compared with the model without features, never with "a typical patient" (every
+    # patient has this width).
+    expect(reading).to_contain_text("than it would be if the model used none of the features")
+    expect(reading).not_to_contain_text("typical patient")
     # A short stay predicted under 2q/2 days reaches below 0: shown clipped at 0.
     clipped = page.get_by_test_id("stMetric").filter(has_text="clipped")
     for _ in range(12):
