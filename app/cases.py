@@ -374,6 +374,8 @@ class CohortFigures:
     pages: Mapping[str, str]
     """The four as the page draws them, HTML by name (widths, calibration, instance,
     disagreement; app/html_charts.py)."""
+    disagreement_table: str
+    """The disagreement chart's numbers as an HTML table (app/html_charts.table)."""
 
 
 def cohort_figures(shown: Shown) -> CohortFigures:
@@ -412,7 +414,22 @@ def _cohort_figures(shown: Shown) -> CohortFigures:
             disagreement["total_vs_instance"])}
     return CohortFigures(
         **figures, calibration_whiskers=span is not None, calibration_band=band is not None,
-        pages={name: html_charts.chart(figure) for name, figure in figures.items()})
+        pages={name: html_charts.chart(figure) for name, figure in figures.items()},
+        disagreement_table=html_charts.table(
+            disagreement.assign(calibration_vs_instance=100 * disagreement[
+                "calibration_vs_instance"], total_vs_instance=100 * disagreement[
+                "total_vs_instance"]), DISAGREEMENT_COLUMNS))
+
+
+DISAGREEMENT_COLUMNS = {
+    "feature": html_charts.Column("feature"),
+    "calibration_vs_instance": html_charts.Column(
+        "% calibration vs instance", "Patients whose calibration-driven and instance-driven "
+                                     "parts of the feature pull in opposite directions.", 1),
+    "total_vs_instance": html_charts.Column(
+        "% total vs instance", "Patients for whom the total shows the feature's own "
+                               "(instance-driven) effect with the wrong sign.", 1)}
+"""The Cohort page's disagreement table: percent of patients, one decimal."""
 
 
 WARM_PATIENTS = 200

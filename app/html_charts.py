@@ -1,11 +1,13 @@
 """The patient's charts as plain HTML and CSS, drawn from the figures app/charts.py builds.
 
 app/charts.py is the one home of what a chart shows (order, labels, colours, whiskers, bands,
-hover words); this module draws its patient figures (the side-by-side panels, one vector's
-bars, the waterfall) without plotly: positioned boxes whose left edge and width are
-percentages of the panel, so they follow the page's width with no script. The Patient page
-draws its charts with it (widgets.html_view): plotly drawing them was about half of the
-browser's work per patient switch (docs/benchmarks/dashboard.md). The case summary a clinician
+hover words); this module draws the Patient and Cohort pages' figures (the side-by-side
+panels, one vector's bars, the waterfall, the widths' histogram, the instance-driven parts'
+box plots, the sign-disagreement bars) without plotly: positioned boxes whose left edge and
+width are percentages of the panel, so they follow the page's width with no script. The pages
+draw them with widgets.html_view: plotly drawing them was about half of the browser's work per
+patient switch, and on the Cohort page its first drawing in a browser session made the first
+visit slower than the next ones (docs/benchmarks/dashboard.md). The case summary a clinician
 downloads uses it too: a page of about 25 KB with no JavaScript (with plotly.js inlined it was
 4.8 MB), which opens anywhere.
 

@@ -12,7 +12,7 @@ import traceback
 import streamlit as st
 from streamlit.logger import get_logger
 
-from app import downloads, housekeeping, planning, state
+from app import downloads, housekeeping, planning, state, widgets
 from app.text import markdown_text
 from core.errors import CpdecompError
 
@@ -55,6 +55,12 @@ with st.sidebar:
         )
     else:
         st.caption("No results yet: choose data, then press Run on Setup.")
+
+# The charts' style sheet on every page (it takes no room): the first page a browser session
+# opens also loads the browser's code for HTML elements and their sanitiser, which the Cohort
+# and Patient pages' charts need; loaded on their first visit instead, it made that visit about
+# 100 ms slower than the next ones (docs/benchmarks/dashboard.md, stop 28).
+widgets.chart_styles()
 
 try:
     page.run()

@@ -81,14 +81,15 @@ def html_view(page: str, key: str) -> None:
     browser's work per switch, and the data grid most of what was left, which decides how many
     users one machine serves; on the Cohort page plotly's first drawing of a session (its code
     compiled, every label measured) made the first visit slower than the next ones
-    (docs/benchmarks/dashboard.md). The page calls chart_styles once."""
+    (docs/benchmarks/dashboard.md). app/main.py sends their style sheet (chart_styles)."""
     with st.container(key=key):
         st.html(page)
 
 
 def chart_styles() -> None:
-    """The style sheet of html_view's charts and table, once on the page, outside the patient
-    panel so that a switch does not send it again (a style-only st.html takes no room)."""
+    """The style sheet of html_view's charts and table, once per page (app/main.py draws it
+    before every page), outside the patient panel so that a switch does not send it again (a
+    style-only st.html takes no room)."""
     st.html(f"<style>{html_charts.CSS}</style>")
 
 

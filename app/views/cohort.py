@@ -72,7 +72,6 @@ if clipped.any():
                f"cannot take ({outcome.describe()}) and are shown clipped on the Patient and "
                "Review queue pages; widths and parts are those of the unclipped intervals.")
 
-widgets.chart_styles()
 widgets.html_view(figures.pages["widths"], key="cohort_widths")
 
 one_vector = summary.one_vector
@@ -103,7 +102,6 @@ with right:
     st.caption("Each box spans the middle half of the patients; the whiskers and dots show "
                "the rest.")
 
-disagreement = summary.disagreement
 widgets.html_view(figures.pages["disagreement"], key="cohort_disagreement")
 st.caption("Calibration vs instance: the two parts pull in opposite directions. Total vs "
            "instance: the usual (total) attribution shows the patient's own effect with the "
@@ -113,14 +111,7 @@ st.caption("Calibration vs instance: the two parts pull in opposite directions. 
               if e.calibration_unsettled is not None else "")
            + (", nor instance-driven parts whose reference-sample range holds 0."
               if e.instance_unsettled is not None else "."))
-st.dataframe(
-    disagreement.assign(
-        calibration_vs_instance=lambda f: (100 * f["calibration_vs_instance"]).round(1),
-        total_vs_instance=lambda f: (100 * f["total_vs_instance"]).round(1),
-    ).rename(columns={"calibration_vs_instance": "% calibration vs instance",
-                      "total_vs_instance": "% total vs instance"}),
-    hide_index=True,
-)
+widgets.html_view(figures.disagreement_table, key="cohort_disagreement_table")
 
 
 def subgroups() -> None:

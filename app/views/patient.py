@@ -336,6 +336,5 @@ def review_section(position: int, patient: str) -> None:
 # switch neither sends nor redraws them (redrawing their Markdown was a tenth of a switch).
 with st.sidebar:
     glossary.how_to_read()
-widgets.chart_styles()
 patient_panel()
 analyst_details()

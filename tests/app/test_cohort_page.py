@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from dashboard_helpers import drawn_charts, drawn_figures, errors, new_app, run_linear
+from dashboard_helpers import (
+    drawn_charts,
+    drawn_figures,
+    errors,
+    new_app,
+    run_linear,
+    shown_table,
+)
 
 from app import cases, html_charts
 
@@ -28,6 +35,15 @@ def test_cohort_views() -> None:
     # Each the HTML of its figure (the numbers the other tests check).
     assert [figure.data[0].type for figure in drawn_figures(at).values()] == [
         "histogram", "bar", "box", "bar"]
+    # The disagreement table: the chart's numbers in percent, one decimal, from core's
+    # report through summaries (the shares the chart's bars show).
+    table = shown_table(at)
+    assert list(table.columns) == ["feature", "% calibration vs instance",
+                                   "% total vs instance"]
+    bars = drawn_figures(at)["cohort_disagreement"].data
+    for column, trace in zip(table.columns[1:], bars, strict=True):
+        assert list(table[column]) == [round(float(x), 1) for x in trace.x]
+    assert all(text.count(".") == 1 for text in table.attrs["text"]["% total vs instance"])
     # The style sheet once, outside the charts.
     assert [h.proto.body for h in at.get("html") if h.proto.body.startswith("<style>")] \
         == [f"<style>{html_charts.CSS}</style>"]
