@@ -364,9 +364,13 @@ def histogram(figure: go.Figure) -> str:
         if not count:
             continue
         at = scale((left + right) / 2)
-        words = (f"{people_number(left, scale_of_values)} to "
-                 f"{people_number(right, scale_of_values)}: {count} patient"
-                 + ("s" if count != 1 else ""))
+        inside = values[(values >= left) & (values <= right)]
+        patients = f"{count} patient" + ("s" if count != 1 else "")
+        # A bin of one value (tied widths) names the value, not the bin's made-up edges.
+        words = (f"width {people_number(float(inside[0]), scale_of_values)}: {patients}"
+                 if inside.size and inside.min() == inside.max() else
+                 f"widths {people_number(left, scale_of_values)} to "
+                 f"{people_number(right, scale_of_values)}: {patients}")
         columns.append(
             f'<div class="cp-col" style="{_box(scale(left), scale(right))}">'
             f'<div class="cp-bar" style="height:{100 * count / ceiling:.3f}%;'

@@ -274,7 +274,7 @@ def test_tied_widths_make_one_bar_of_every_patient() -> None:
 
     page = html_charts.histogram(width_histogram(np.full(125, 10.5), base_width=16.4))
     assert len(Boxes(page).of("cp-col")) == 1
-    assert words(hover_boxes(page)[0]).endswith(": 125 patients")
+    assert words(hover_boxes(page)[0]) == "width 10.5: 125 patients"
 
 
 def test_box_plots_follow_tukeys_rule() -> None:
