@@ -378,6 +378,17 @@ class CohortFigures:
     """The disagreement chart's numbers as an HTML table (app/html_charts.table)."""
 
 
+DISAGREEMENT_COLUMNS = {
+    "feature": html_charts.Column("feature"),
+    "calibration_vs_instance": html_charts.Column(
+        "% calibration vs instance", "Patients whose calibration-driven and instance-driven "
+                                     "parts of the feature pull in opposite directions.", 1),
+    "total_vs_instance": html_charts.Column(
+        "% total vs instance", "Patients for whom the total shows the feature's own "
+                               "(instance-driven) effect with the wrong sign.", 1)}
+"""The Cohort page's disagreement table: percent of patients, one decimal."""
+
+
 def cohort_figures(shown: Shown) -> CohortFigures:
     """The cohort's charts, built once per (run, units): the run's worker builds them as the run
     ends (`prepare`), so the page's first visit only draws."""
@@ -419,17 +430,6 @@ def _cohort_figures(shown: Shown) -> CohortFigures:
             disagreement.assign(calibration_vs_instance=100 * disagreement[
                 "calibration_vs_instance"], total_vs_instance=100 * disagreement[
                 "total_vs_instance"]), DISAGREEMENT_COLUMNS))
-
-
-DISAGREEMENT_COLUMNS = {
-    "feature": html_charts.Column("feature"),
-    "calibration_vs_instance": html_charts.Column(
-        "% calibration vs instance", "Patients whose calibration-driven and instance-driven "
-                                     "parts of the feature pull in opposite directions.", 1),
-    "total_vs_instance": html_charts.Column(
-        "% total vs instance", "Patients for whom the total shows the feature's own "
-                               "(instance-driven) effect with the wrong sign.", 1)}
-"""The Cohort page's disagreement table: percent of patients, one decimal."""
 
 
 WARM_PATIENTS = 200

@@ -1,4 +1,4 @@
-"""The patient's charts as plain HTML and CSS, drawn from the figures app/charts.py builds.
+"""The dashboard's charts as plain HTML and CSS, drawn from the figures app/charts.py builds.
 
 app/charts.py is the one home of what a chart shows (order, labels, colours, whiskers, bands,
 hover words); this module draws the Patient and Cohort pages' figures (the side-by-side
@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.summaries import WIDTH_TIE
 from app.text import MINUS, people_number
 
 CSS = """
@@ -103,7 +104,7 @@ CSS = """
 .cp-table .cp-text { text-align: left; }
 .cp-table tbody tr:hover { background: rgba(0, 0, 0, 0.04); }
 """
-"""The charts' (and the table's) style sheet, once per page that shows them."""
+"""The charts' (and the table's) style sheet, once per page (widgets.chart_styles)."""
 
 _MARKUP = re.compile(r"(</?(?:br|sup|b|i)>)")
 """The markup the figures' own texts use (titles' line breaks and subtitles); anything else in
@@ -128,14 +129,18 @@ def _tip(words: str, at: float) -> str:
     return f'<span class="cp-tip" style="{side}">{words}</span>'
 
 
+def _round_step(raw: float, multiples: Sequence[float] = (1, 2, 5, 10)) -> float:
+    """The smallest round number (a multiple of a power of ten) at least `raw` (> 0)."""
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in multiples if m * power >= raw)
+
+
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """Round tick values inside [low, high], about `count` of them (1, 2 or 5 times a power of
     ten apart, as an axis a person reads)."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return [low]
-    raw = (high - low) / count
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    step = _round_step((high - low) / count)
     first = math.ceil(low / step) * step
     return [round(first + i * step, 12) for i in range(int((high - first) / step) + 1)]
 
@@ -183,6 +188,25 @@ def _span(scale: _Scale, centre: float, ranges: tuple[list[float], list[float]] 
     if ranges is None:
         return None
     return _box(scale(centre - ranges[1][index]), scale(centre + ranges[0][index]))
+
+
+def _title(layout) -> str:
+    return (f'<div class="cp-title">{_text(layout.title.text)}</div>'
+            if layout.title and layout.title.text else "")
+
+
+def _units(axis) -> str:
+    return (f'<div class="cp-units">{_text(axis.title.text)}</div>'
+            if axis.title and axis.title.text else "")
+
+
+def _one_panel(labels: str, rows: Sequence[str], scale: _Scale, low: float, high: float,
+               axis) -> str:
+    """A panel of rows beside their labels (HTML), with the axis and its units under it."""
+    return ('<div class="cp-grid" style="grid-template-columns:max-content 1fr">'
+            f'<div class="cp-labels">{labels}</div>'
+            f'<div class="cp-panel">{"".join(rows)}</div>'
+            f"<div></div><div>{_axis(scale, low, high)}{_units(axis)}</div></div>")
 
 
 def three_panels(figure: go.Figure) -> str:
@@ -235,9 +259,7 @@ def three_panels(figure: go.Figure) -> str:
                 cells.append(_tip(_text(words[i]), scale(value)))
             rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
         panels.append(f'<div class="cp-panel">{"".join(rows)}</div>')
-        units = axis.title.text if axis.title and axis.title.text else ""
-        axes.append(_axis(scale, low, high) + (f'<div class="cp-units">{_text(units)}</div>'
-                                                if units else ""))
+        axes.append(_axis(scale, low, high) + _units(axis))
     titles = [_text(a.text) for a in layout.annotations][:len(bars)]
     columns = "max-content " + " ".join(["1fr"] * len(bars))
     label_cells = "".join(f"<div>{_text(label)}</div>" for label in labels)
@@ -252,10 +274,8 @@ def three_panels(figure: go.Figure) -> str:
     legend = "".join(
         f'<span><i style="background:{trace.marker.color}"></i>{_text(trace.name)}</span>'
         for trace in keyed)
-    title = (f'<div class="cp-title">{_text(layout.title.text)}</div>'
-             if layout.title and layout.title.text else "")
     legend = f'<div class="cp-legend">{legend}</div>' if legend else ""
-    return f'<div class="cp-chart" role="figure">{title}{grid}{legend}</div>'
+    return f'<div class="cp-chart" role="figure">{_title(layout)}{grid}{legend}</div>'
 
 
 def waterfall(figure: go.Figure) -> str:
@@ -295,24 +315,8 @@ def waterfall(figure: go.Figure) -> str:
             cells.append(f'<div class="cp-connector" style="left:{scale(end):.3f}%"></div>')
         rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
         labels.append(f"<div>{_text(label)}</div>")
-    units = layout.xaxis.title.text if layout.xaxis.title and layout.xaxis.title.text else ""
-    grid = ('<div class="cp-grid" style="grid-template-columns:max-content 1fr">'
-            f'<div class="cp-labels">{"".join(labels)}</div>'
-            f'<div class="cp-panel">{"".join(rows)}</div>'
-            f"<div></div><div>{_axis(scale, low, high)}"
-            + (f'<div class="cp-units">{_text(units)}</div>' if units else "") + "</div></div>")
-    title = _text(layout.title.text) if layout.title.text else ""
-    return f'<div class="cp-chart" role="figure"><div class="cp-title">{title}</div>{grid}</div>'
-
-
-def _title(layout) -> str:
-    return (f'<div class="cp-title">{_text(layout.title.text)}</div>'
-            if layout.title and layout.title.text else "")
-
-
-def _units(axis) -> str:
-    return (f'<div class="cp-units">{_text(axis.title.text)}</div>'
-            if axis.title and axis.title.text else "")
+    grid = _one_panel("".join(labels), rows, scale, low, high, layout.xaxis)
+    return f'<div class="cp-chart" role="figure">{_title(layout)}{grid}</div>'
 
 
 def _padded(low: float, high: float, share: float = 0.04) -> tuple[float, float]:
@@ -325,12 +329,10 @@ def _bins(values: np.ndarray, low: float, high: float, count: int) -> np.ndarray
     binning): tied values (a family whose widths are all equal) make one bin of the display's
     1/count, centred on them."""
     vmin, vmax = float(values.min()), float(values.max())
-    if vmax - vmin <= 1e-9 * max(abs(vmin), abs(vmax), 1.0):
+    if vmax - vmin <= WIDTH_TIE * max(abs(vmin), abs(vmax)):
         half = (high - low) / count / 2
         return np.array([vmin - half, vmin + half])
-    raw = (vmax - vmin) / count
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    step = _round_step((vmax - vmin) / count, (1, 2, 2.5, 5, 10))
     first = math.floor(vmin / step) * step
     edges = first + step * np.arange(math.ceil((vmax - first) / step) + 2)
     return edges[: int(np.searchsorted(edges, vmax, side="right")) + 1]
@@ -354,8 +356,7 @@ def histogram(figure: go.Figure) -> str:
     scale = _Scale(low, high)
     # Whole numbers of patients, up to the first tick at or above the tallest bar.
     most = int(counts.max())
-    step = max(nice_ticks(0, most, 4)[1:2] or [1.0]) if most > 1 else 1.0
-    step = max(step, 1.0)
+    step = max(_round_step(most / 4), 1.0)
     ceiling = step * math.ceil(most / step)
     top = [step * k for k in range(int(ceiling / step) + 1)]
     scale_of_values = float(np.max(np.abs(values)))
@@ -393,9 +394,9 @@ def histogram(figure: go.Figure) -> str:
     levels = 1 + max((level for _, level in placed), default=0)
     y_title = layout.yaxis.title.text if layout.yaxis.title else ""
     y_ticks = "".join(f'<span style="bottom:{100 * t / ceiling:.3f}%">{t:g}</span>'
-                      for t in top if t <= ceiling)
+                      for t in top)
     grid_lines = "".join(f'<div class="cp-hline" style="bottom:{100 * t / ceiling:.3f}%"></div>'
-                         for t in top if 0 < t <= ceiling)
+                         for t in top[1:])
     plot = ('<div class="cp-plot">'
             f'<div class="cp-ytitle">{_text(y_title)}</div>'
             f'<div class="cp-marks" style="height:{16 * levels + 10}px">{"".join(labels)}</div>'
@@ -448,10 +449,7 @@ def boxes(figure: go.Figure) -> str:
                      f"{number(float(x.min()))} to {number(float(x.max()))}")
             cells.append(_tip(words, scale(q3)))
         rows.append(f'<div class="cp-row">{"".join(cells)}</div>')
-    grid = ('<div class="cp-grid" style="grid-template-columns:max-content 1fr">'
-            f'<div class="cp-labels">{"".join(labels)}</div>'
-            f'<div class="cp-panel">{"".join(rows)}</div>'
-            f"<div></div><div>{_axis(scale, low, high)}{_units(layout.xaxis)}</div></div>")
+    grid = _one_panel("".join(labels), rows, scale, low, high, layout.xaxis)
     return f'<div class="cp-chart" role="figure">{_title(layout)}{grid}</div>'
 
 
@@ -495,10 +493,7 @@ def grouped_bars(figure: go.Figure) -> str:
     labels = "".join(f"<div>{_text(name)}</div>" for name in names)
     legend = "".join(f'<span><i style="background:{look}"></i>{_text(trace.name)}</span>'
                      for trace, look in zip(traces, looks, strict=True))
-    grid = ('<div class="cp-grid" style="grid-template-columns:max-content 1fr">'
-            f'<div class="cp-labels">{labels}</div>'
-            f'<div class="cp-panel">{"".join(rows)}</div>'
-            f"<div></div><div>{_axis(scale, low, high)}{_units(layout.xaxis)}</div></div>")
+    grid = _one_panel(labels, rows, scale, low, high, layout.xaxis)
     return (f'<div class="cp-chart cp-pairs" role="figure">{_title(layout)}'
             f'<div class="cp-legend">{legend}</div>{grid}</div>')
 
@@ -516,7 +511,6 @@ def chart(figure: go.Figure) -> str:
     if figure.layout.barmode == "group":
         return grouped_bars(figure)
     return three_panels(figure)
-
 
 
 @dataclass(frozen=True)

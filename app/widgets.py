@@ -94,12 +94,8 @@ def chart_styles() -> None:
 
 
 def results_preview(results: state.Results) -> None:
-    """The run's interval widths in a small chart, on the page where Run was pressed.
-
-    A first look at the results, and it makes the browser load its chart code while the user
-    reads the results line: without it the first visit to the Cohort or Patient page after a
-    Run waited for that load too (4-9 s on a loaded machine, against 0.3-0.6 s for a visit
-    again)."""
+    """The run's interval widths in a small chart, on the page where Run was pressed: a first
+    look at the results."""
     e = results.shown
     chart(charts.width_histogram(summaries.comparable_widths(e.width), base_width=e.base_width,
                                  height=260), key="results_preview")

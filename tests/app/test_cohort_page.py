@@ -26,10 +26,10 @@ def test_cohort_views() -> None:
     at.switch_page("views/cohort.py").run()
     assert errors(at) == []
     # The four charts drawn as HTML, each the run's kept figure for its slot.
-    assert list(drawn_charts(at)) == ["cohort_widths", "cohort_calibration",
-                                      "cohort_instance", "cohort_disagreement"]
-    assert at.get("plotly_chart") == []
     drawn = drawn_charts(at)
+    assert list(drawn) == ["cohort_widths", "cohort_calibration", "cohort_instance",
+                           "cohort_disagreement"]
+    assert at.get("plotly_chart") == []
     assert any(drawn == {f"cohort_{name}": page for name, page in kept.pages.items()}
                for (kind, _, _), kept in cases._kept.items() if kind == "cohort")
     # Each the HTML of its figure (the numbers the other tests check).
