@@ -47,9 +47,11 @@ RUN if ! dpkg --status libgomp1 >/dev/null 2>&1; then \
 
 WORKDIR /opt/cpdecomp
 COPY pyproject.toml README.md ./
+# cpdecomp/ holds links to the three folders beside it: the wheel pip builds stores them as the
+# one import package cpdecomp (the studies in experiments/ are not part of it).
+COPY cpdecomp ./cpdecomp
 COPY core ./core
 COPY app ./app
-COPY experiments ./experiments
 COPY sample_data ./sample_data
 # The hospital defaults only: secrets (sign-in) are mounted at run time, never baked in.
 COPY .streamlit/config.toml ./.streamlit/config.toml

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from app.reviews.events import MAX_NAME
+from cpdecomp.app.reviews.events import MAX_NAME
 
 REQUIRE_ENV = "CPDECOMP_REQUIRE_SIGN_IN"
 """Set to 1 where sign-in is mandatory: a missing [auth] section is then an error, not a

@@ -20,13 +20,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app import charts, export, html_charts, summaries
-from app.reading import patient_reading
-from app.reviews import ReviewEvent
-from app.shown import Shown, disagreement_flags
-from app.text import decimals_for, people_number
-from core.decomposition import Decomposition
-from core.missing import is_missing
+from cpdecomp.app import charts, export, html_charts, summaries
+from cpdecomp.app.reading import patient_reading
+from cpdecomp.app.reviews import ReviewEvent
+from cpdecomp.app.shown import Shown, disagreement_flags
+from cpdecomp.app.text import decimals_for, people_number
+from cpdecomp.core.decomposition import Decomposition
+from cpdecomp.core.missing import is_missing
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from app.text import people_number, plotly_labels, plotly_text
+from cpdecomp.app.text import people_number, plotly_labels, plotly_text
 
 VIEWS = ("calibration", "instance", "total")
 TITLES = {

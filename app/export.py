@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import pandas as pd
 import plotly.graph_objects as go
 
-from app import html_charts
+from cpdecomp.app import html_charts
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "−", "＝", "＋", "－", "＠")
 """Starts that make a spreadsheet read a cell as a formula (and their full-width lookalikes)."""

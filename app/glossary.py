@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.charts import DISAGREE_MARK
+from cpdecomp.app.charts import DISAGREE_MARK
 
 HOW_TO_READ = f"""
 **The interval** is the range the outcome is expected to fall in for this patient, for about

@@ -11,8 +11,8 @@ import time
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from app import runs
-from core import StudyOptions
+from cpdecomp import StudyOptions
+from cpdecomp.app import runs
 
 logger = logging.getLogger("cpdecomp.app.housekeeping")
 

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.summaries import WIDTH_TIE
-from app.text import MINUS, people_number
+from cpdecomp.app.summaries import WIDTH_TIE
+from cpdecomp.app.text import MINUS, people_number
 
 CSS = """
 .cp-chart { font: 13px/1.25 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;

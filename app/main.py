@@ -12,9 +12,9 @@ import traceback
 import streamlit as st
 from streamlit.logger import get_logger
 
-from app import downloads, housekeeping, planning, state, widgets
-from app.text import markdown_text
-from core.errors import CpdecompError
+from cpdecomp.app import downloads, housekeeping, planning, state, widgets
+from cpdecomp.app.text import markdown_text
+from cpdecomp.core.errors import CpdecompError
 
 # Streamlit's handler and level (logger.level) for our own event logs (`upload.read rows=…`),
 # so they reach the server's log beside Streamlit's; they carry counts and durations only.

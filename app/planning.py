@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core import FAMILIES, build_design, fit_system, split_rows
-from core.attribution import METHODS
-from core.games.masking import has_fast_path
-from core.workflow import FAST_BACKGROUND, SLOW_BACKGROUND, StudyOptions
+from cpdecomp import FAMILIES, build_design, fit_system, split_rows
+from cpdecomp.core.attribution import METHODS
+from cpdecomp.core.games.masking import has_fast_path
+from cpdecomp.core.workflow import FAST_BACKGROUND, SLOW_BACKGROUND, StudyOptions
 
 FEW_VALUES = 10
 """A target with fewer distinct values than this is a count or a grade more than a measure."""
@@ -269,7 +269,7 @@ def model_name(model: str, user_models: Mapping[str, object] | None = None) -> s
     model's key ("gbm")."""
     if not user_models:
         return model
-    from core.models import model_kind
+    from cpdecomp.core.models import model_kind
 
     kinds = list(dict.fromkeys(model_kind(m).label for m in user_models.values()))
     return ("your model: " if len(kinds) == 1 else "your models: ") + " + ".join(kinds)

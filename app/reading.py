@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.summaries import SIGN_CUT
-from app.text import people_number
+from cpdecomp.app.summaries import SIGN_CUT
+from cpdecomp.app.text import people_number
 
 
 def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: np.ndarray,

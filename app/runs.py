@@ -24,15 +24,15 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.script_run_context import SCRIPT_RUN_CONTEXT_ATTR_NAME
 
-from app import auth, cases, planning, sources
-from app.shown import Shown, shown_for
-from app.sources import Dataset, source_table
-from core import FAMILIES, Report, Study, StudyOptions, prepare_study, target_values
-from core.bounded import BoundedCache
-from core.cancel import Cancelled, cancellable, checkpoint
-from core.decomposition import Units
-from core.errors import CpdecompError
-from core.explainer import Progress
+from cpdecomp import FAMILIES, Report, Study, StudyOptions, prepare_study, target_values
+from cpdecomp.app import auth, cases, planning, sources
+from cpdecomp.app.shown import Shown, shown_for
+from cpdecomp.app.sources import Dataset, source_table
+from cpdecomp.core.bounded import BoundedCache
+from cpdecomp.core.cancel import Cancelled, cancellable, checkpoint
+from cpdecomp.core.decomposition import Units
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.explainer import Progress
 
 logger = logging.getLogger("cpdecomp.app.runs")
 

@@ -16,10 +16,10 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from app import summaries
-from app.charts import feature_order
-from core import FAMILIES, Report
-from core.bounded import BoundedCache
+from cpdecomp import FAMILIES, Report
+from cpdecomp.app import summaries
+from cpdecomp.app.charts import feature_order
+from cpdecomp.core.bounded import BoundedCache
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,11 +21,11 @@ from typing import Any
 
 import pandas as pd
 
-from core import load_table
-from core.errors import CpdecompError
-from core.model_files import PICKLE_SUFFIXES, READERS, load_model_file
-from core.tables import LIMITS, TableLimits
-from sample_data import SAMPLES
+from cpdecomp import load_table
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.model_files import PICKLE_SUFFIXES, READERS, load_model_file
+from cpdecomp.core.tables import LIMITS, TableLimits
+from cpdecomp.sample_data import SAMPLES
 
 logger = logging.getLogger("cpdecomp.app.upload")
 
@@ -300,7 +300,7 @@ def read_model_upload(component: str, name: str, content: bytes,
 def model_columns(models: Mapping[str, Any], table: pd.DataFrame) -> tuple[str, ...] | None:
     """The columns the models read, checked against the table: every model must read the same
     columns and the table must hold them (the message names the ones it lacks)."""
-    from core.models import model_kind
+    from cpdecomp.core.models import model_kind
 
     found: dict[str, list[str]] = {}
     for component, model in models.items():

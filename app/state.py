@@ -11,19 +11,21 @@ from functools import cached_property
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from app import housekeeping, planning, runs, sources
-from app.reviews import ReviewStore, configured_location
-from app.runs import MAX_BACKGROUND_BOOTSTRAP as MAX_BACKGROUND_BOOTSTRAP  # for Setup
-from app.runs import RunConfig, RunJob
-from app.runs import RunSize as RunSize  # re-exported: the Setup page reads state.RunSize
-from app.runs import run_size as run_size  # re-exported: the Setup page reads state.run_size
-from app.shown import Shown
-from app.sources import Dataset, source_table
-from core import FAMILIES, MODELS, Report, Study, StudyOptions, target_values
-from core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS, METHOD_LABELS
-from core.decomposition import Units
-from core.errors import CpdecompError
-from sample_data import SAMPLES
+from cpdecomp import FAMILIES, MODELS, Report, Study, StudyOptions, target_values
+from cpdecomp.app import housekeeping, planning, runs, sources
+from cpdecomp.app.reviews import ReviewStore, configured_location
+from cpdecomp.app.runs import MAX_BACKGROUND_BOOTSTRAP as MAX_BACKGROUND_BOOTSTRAP  # for Setup
+from cpdecomp.app.runs import RunConfig, RunJob
+from cpdecomp.app.runs import RunSize as RunSize  # re-exported: the Setup page reads state.RunSize
+from cpdecomp.app.runs import (
+    run_size as run_size,  # re-exported: the Setup page reads state.run_size
+)
+from cpdecomp.app.shown import Shown
+from cpdecomp.app.sources import Dataset, source_table
+from cpdecomp.core.attribution import DEFAULT_PERMUTATIONS, METHOD_BUDGETS, METHOD_LABELS
+from cpdecomp.core.decomposition import Units
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.sample_data import SAMPLES
 
 logger = logging.getLogger("cpdecomp.app.state")
 

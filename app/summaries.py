@@ -12,9 +12,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from app.reviews import ReviewEvent
-from core import Report
-from core.decomposition import Decomposition
+from cpdecomp import Report
+from cpdecomp.app.reviews import ReviewEvent
+from cpdecomp.core.decomposition import Decomposition
 
 ZERO_SHARE = 1e-9
 """An attribution smaller than this fraction of the patient's largest one is rounding noise."""

@@ -13,12 +13,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from app.runs import CALIBRATION_BOOTSTRAP
-from app.state import Results
-from core.decomposition import in_units
-from core.errors import CpdecompError
-from core.explainer import Explanation
-from core.missing import is_missing
+from cpdecomp.app.runs import CALIBRATION_BOOTSTRAP
+from cpdecomp.app.state import Results
+from cpdecomp.core.decomposition import in_units
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.explainer import Explanation
+from cpdecomp.core.missing import is_missing
 
 
 @dataclass(frozen=True)

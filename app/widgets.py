@@ -7,8 +7,8 @@ from typing import Literal, TypedDict
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import charts, html_charts, state, summaries
-from app.text import MINUS
+from cpdecomp.app import charts, html_charts, state, summaries
+from cpdecomp.app.text import MINUS
 
 UNIT_LABELS = {"width": "width units", "log": "log units"}
 CHART_CONFIG = {"displaylogo": False}

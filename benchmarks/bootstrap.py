@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from speed import SEED, build_workload, fresh_explainer
 from speed.harness import header, publish, row, timed
 
-from core.attribution.base import Design
-from core.decomposition import calibration_interval
-from core.games.calibration import CalibrationGame
+from cpdecomp.core.attribution.base import Design
+from cpdecomp.core.decomposition import calibration_interval
+from cpdecomp.core.games.calibration import CalibrationGame
 
 D, N_CALIBRATION, BACKGROUND, ALPHA = 12, 1000, 1000, 0.1
 

@@ -60,7 +60,7 @@ def run(argv: list[str]) -> tuple[float, float, float]:
     """(wall seconds, CPU seconds, peak RSS MiB) of one command line process."""
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as errors:
-        child = subprocess.Popen([sys.executable, "-m", "core.cli", *argv, "-q"], stderr=errors)
+        child = subprocess.Popen([sys.executable, "-m", "cpdecomp", *argv, "-q"], stderr=errors)
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
         if status != 0:
@@ -88,7 +88,7 @@ def run_tree(argv: list[str], cluster_workers: Sequence[psutil.Process] = ()
     exit before the command does, so their CPU is sampled while they run."""
     before = sum(tree_cpu(worker) for worker in cluster_workers)
     started = time.perf_counter()
-    child = psutil.Popen([sys.executable, "-m", "core.cli", *argv, "-q"],
+    child = psutil.Popen([sys.executable, "-m", "cpdecomp", *argv, "-q"],
                          stderr=subprocess.DEVNULL)
     seen: dict[int, float] = {}
     while child.poll() is None:

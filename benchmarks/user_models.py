@@ -29,9 +29,9 @@ import pandas as pd
 from speed.harness import cpu_model, header, publish, timed, timed_cpu, versions
 from threadpoolctl import threadpool_limits
 
-from core import Explainer, system_from_models
-from core.games.cache import GameCache
-from core.versions import REPORTED
+from cpdecomp import Explainer, system_from_models
+from cpdecomp.core.games.cache import GameCache
+from cpdecomp.core.versions import REPORTED
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "user_models.md"

@@ -45,10 +45,10 @@ from speed import build_workload, fresh_explainer, publish
 from speed.harness import timed_cpu as timed
 from speed.measures import hybrid_batch, predict_seconds_per_row
 
-from core.attribution import METHOD_BUDGETS, TARGET_RELATIVE_SE
-from core.games import MaskedEvaluator
-from core.games.tree_kernels import _coalition_values
-from core.parallel import parallel_section
+from cpdecomp.core.attribution import METHOD_BUDGETS, TARGET_RELATIVE_SE
+from cpdecomp.core.games import MaskedEvaluator
+from cpdecomp.core.games.tree_kernels import _coalition_values
+from cpdecomp.core.parallel import parallel_section
 
 N_CALIBRATION, BACKGROUND, ALPHA = 1000, 1000, 0.1
 METHODS = ("permutation", "kernel")

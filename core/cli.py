@@ -11,35 +11,44 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import logging
 import math
 import os
+import re
 import sys
 import tempfile
 import time
+import tomllib
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.attribution import METHOD_BUDGETS, METHODS, build_design
-from core.conformal import FAMILIES, alpha_fraction
-from core.data import parse_split
-from core.decomposition import check_units
-from core.errors import CpdecompError
-from core.games import MASKING_PATHS
-from core.games.cache import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, shared_cache
-from core.model_files import load_model_file
-from core.models import MODELS
-from core.optional import require
-from core.output import STDOUT, output_format, write_reports
-from core.progress import ProgressBar
-from core.tables import LIMITS, TableLimits, iter_table, load_table
-from core.versions import library_versions
-from core.workers import dask_scheduler, start_local_workers
-from core.workflow import StreamedStudy, Study, StudyOptions, prepare_streamed_study, prepare_study
+from cpdecomp.core.attribution import METHOD_BUDGETS, METHODS, build_design
+from cpdecomp.core.conformal import FAMILIES, alpha_fraction
+from cpdecomp.core.data import parse_split
+from cpdecomp.core.decomposition import check_units
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.games import MASKING_PATHS
+from cpdecomp.core.games.cache import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, shared_cache
+from cpdecomp.core.model_files import load_model_file
+from cpdecomp.core.models import MODELS
+from cpdecomp.core.optional import require
+from cpdecomp.core.output import STDOUT, output_format, write_reports
+from cpdecomp.core.progress import ProgressBar
+from cpdecomp.core.tables import LIMITS, TableLimits, iter_table, load_table
+from cpdecomp.core.versions import library_versions
+from cpdecomp.core.workers import dask_scheduler, start_local_workers
+from cpdecomp.core.workflow import (
+    StreamedStudy,
+    Study,
+    StudyOptions,
+    prepare_streamed_study,
+    prepare_study,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,6 +69,7 @@ examples:
   cpdecomp explain - --target progression --out - --format csv < patients.csv > explained.csv
   cpdecomp explain big.csv --target y --max-cells 60000000 --max-bytes 2000000000 --out big.parquet
   cpdecomp cache info
+  cpdecomp dashboard --port 8502
 
 exit status:
   {EXIT_OK}    success (output written)
@@ -229,6 +239,16 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("action", choices=["info", "clear"],
                        help="info: size, bound and entries; clear: remove every entry")
     _verbosity(cache)
+    dashboard = commands.add_parser(
+        "dashboard", help="open the dashboard (Streamlit) on this machine",
+        description="Starts the dashboard with Streamlit and prints the address to open; the "
+        "bundled samples are on its Data page. Needs the app extra: pip install 'cpdecomp[app]'. "
+        "Any further options go to `streamlit run` (e.g. --server.headless true).")
+    dashboard.add_argument("--port", type=_positive, default=8501,
+                           help="port to listen on (default %(default)s)")
+    dashboard.add_argument("--address", default="localhost",
+                           help="address to listen on (default %(default)s: this machine only)")
+    _verbosity(dashboard)
     return parser
 
 
@@ -431,17 +451,28 @@ def parallel_backend(scheduler: str | None) -> Iterator[None]:
 
 RUNNERS_GROUP = "cpdecomp.runners"
 """Entry-point group of commands whose work lives outside the library (the experiments): the
-command line names them here, and the installed package says where they are, so core never
-imports the layers above it."""
+command line names them here, and an installed distribution may say where they are, so core
+never imports the layers above it."""
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+"""The repository this library runs from, when it runs from a checkout (an editable install):
+its experiments/ folder is not part of the installed package."""
+CHECKOUT_RUNNERS = {"reproduce": ("experiments", "experiments.reproduce", "run")}
+"""Where a checkout keeps each runner: (folder, module, function)."""
 
 
 def runner(name: str) -> Callable[..., dict]:
-    """The installed runner of a command that lives outside core, or a one-line refusal."""
+    """The runner of a command that lives outside core, or a one-line refusal."""
     found = [e for e in entry_points(group=RUNNERS_GROUP) if e.name == name]
-    if not found:
-        raise CpdecompError(f"'{name}' needs the experiments package, which this install lacks "
-                            "(install cpdecomp from a checkout)")
-    return found[0].load()
+    if found:
+        return found[0].load()
+    folder, module, function = CHECKOUT_RUNNERS[name]
+    if not (CHECKOUT / folder / "__init__.py").is_file():
+        raise CpdecompError(f"'{name}' runs the {folder}, which are not part of the installed "
+                            f"library: run it from a checkout of the repository")
+    if str(CHECKOUT) not in sys.path:
+        sys.path.append(str(CHECKOUT))
+    return getattr(importlib.import_module(module), function)
 
 
 def run_reproduce(args: argparse.Namespace, console: Console) -> str:
@@ -478,6 +509,47 @@ def run_cache(args: argparse.Namespace, console: Console) -> str:
             f"used go first), in {cache.directory}")
 
 
+DASHBOARD = Path(__file__).resolve().parents[1] / "app" / "main.py"
+"""The dashboard's entry file, in the installed package or the checkout alike."""
+DASHBOARD_SETTINGS = DASHBOARD.with_name("streamlit.toml")
+"""The dashboard's hospital defaults (no usage statistics, no error details, ...)."""
+
+
+def streamlit_environment(settings: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment with each of the settings file's keys as a STREAMLIT_... default.
+
+    Streamlit reads .streamlit/config.toml only from the working directory and the home folder,
+    so an installed dashboard started elsewhere would run on Streamlit's own defaults (usage
+    statistics sent, error details shown); a variable the caller set keeps its value.
+    """
+    env = dict(environ)
+    for section, keys in tomllib.loads(settings.read_text(encoding="utf-8")).items():
+        for key, value in keys.items():
+            env.setdefault(streamlit_variable(f"{section}_{key}"),
+                           str(value).lower() if isinstance(value, bool) else str(value))
+    return env
+
+
+def streamlit_variable(option: str) -> str:
+    """Streamlit's environment variable for an option (its ConfigOption.env_var rule:
+    enableCORS -> ENABLE_CORS, postScriptGC -> POST_SCRIPT_GC)."""
+    snake = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", option)
+    return "STREAMLIT_" + re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", snake).upper()
+
+
+def run_dashboard(args: argparse.Namespace, console: Console) -> str:
+    require("streamlit", "cpdecomp dashboard")
+    command = [sys.executable, "-m", "streamlit", "run", str(DASHBOARD),
+               f"--server.port={args.port}", f"--server.address={args.address}",
+               *args.streamlit_options]
+    console.step(f"starting the dashboard: {' '.join(command[2:])}")
+    sys.stderr.flush()
+    # Streamlit takes this process's place: its signals (Ctrl-C, a container's SIGTERM) and
+    # its exit status are the command's own, with no parent left waiting in between.
+    os.execve(sys.executable, command, streamlit_environment(DASHBOARD_SETTINGS, os.environ))
+    return "unreachable"  # pragma: no cover (execv does not return)
+
+
 def one_line(message: str) -> str:
     """The message with line breaks and terminal control characters escaped.
 
@@ -487,13 +559,17 @@ def one_line(message: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
-COMMANDS = {"explain": run_explain, "reproduce": run_reproduce, "cache": run_cache}
+COMMANDS = {"explain": run_explain, "reproduce": run_reproduce, "cache": run_cache,
+            "dashboard": run_dashboard}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
-            args = build_parser().parse_args(argv)
+            args, rest = build_parser().parse_known_args(argv)
+            if rest and args.command != "dashboard":
+                build_parser().parse_args(argv)  # the unknown options' one-line refusal
+            args.streamlit_options = rest
         except SystemExit as exc:  # --help and --version: printed, and done
             return exc.code if isinstance(exc.code, int) else EXIT_OK
         console = Console(quiet=args.quiet, verbose=args.verbose)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.errors import CpdecompError
-from core.typing import Coalitions
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import Coalitions
 
 MAX_PLAYERS = 62
 """Players an int64 bitmask can hold with `(1 << n) - 1` still positive."""

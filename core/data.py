@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.errors import CpdecompError
-from core.missing import entirely_missing, is_missing, text_cells
-from core.tables import row_name
-from core.typing import FloatArray
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.missing import entirely_missing, is_missing, text_cells
+from cpdecomp.core.tables import row_name
+from cpdecomp.core.typing import FloatArray
 
 MAX_CATEGORIES = 250
 """Above this many distinct strings a column is an identifier, not a category."""

@@ -7,10 +7,10 @@ from typing import Literal
 
 import numpy as np
 
-from core.attribution import Design
-from core.conformal import FAMILIES, Scale
-from core.errors import CpdecompError
-from core.typing import FloatArray
+from cpdecomp.core.attribution import Design
+from cpdecomp.core.conformal import FAMILIES, Scale
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import FloatArray
 
 Units = Literal["width", "log"]
 

@@ -18,13 +18,13 @@ import numba
 import numpy as np
 import pandas as pd
 
-from core.attribution import Design, build_design
-from core.attribution.groups import Groups
-from core.attribution.interactions import check_index, check_interaction_players
-from core.bounded import BoundedCache
-from core.cancel import checkpoint
-from core.conformal import Family, conformal_rank
-from core.decomposition import (
+from cpdecomp.core.attribution import Design, build_design
+from cpdecomp.core.attribution.groups import Groups
+from cpdecomp.core.attribution.interactions import check_index, check_interaction_players
+from cpdecomp.core.bounded import BoundedCache
+from cpdecomp.core.cancel import checkpoint
+from cpdecomp.core.conformal import Family, conformal_rank
+from cpdecomp.core.decomposition import (
     Decomposition,
     Units,
     background_interval,
@@ -34,13 +34,13 @@ from core.decomposition import (
     concatenate,
     decompose,
 )
-from core.errors import CpdecompError
-from core.games import CalibrationGame, MaskedEvaluator, MaskingPath, instance_values
-from core.games.cache import GameCache, content_digest, shared_cache
-from core.interactions import Interactions, LatticeGames, lattice_interactions
-from core.system import ConformalSystem
-from core.typing import FloatArray
-from core.workers import explain_in_workers, local_workers
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.games import CalibrationGame, MaskedEvaluator, MaskingPath, instance_values
+from cpdecomp.core.games.cache import GameCache, content_digest, shared_cache
+from cpdecomp.core.interactions import Interactions, LatticeGames, lattice_interactions
+from cpdecomp.core.system import ConformalSystem
+from cpdecomp.core.typing import FloatArray
+from cpdecomp.core.workers import explain_in_workers, local_workers
 
 BACKGROUND_STREAM = 1
 """Seed stream for the background sample, apart from the split's and the design's."""

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.attribution.base import Design
-from core.attribution.interactions import (
+from cpdecomp.core.attribution.base import Design
+from cpdecomp.core.attribution.interactions import (
     InteractionIndex,
     check_index,
     interaction_matrices,
@@ -31,10 +31,15 @@ from core.attribution.interactions import (
     pairs,
     pairwise_sii,
 )
-from core.conformal import Family
-from core.decomposition import ADDITIVITY_TOLERANCE, AdditivityError, Units, logarithmic_mean_factor
-from core.games import MaskedEvaluator, instance_values
-from core.typing import FloatArray
+from cpdecomp.core.conformal import Family
+from cpdecomp.core.decomposition import (
+    ADDITIVITY_TOLERANCE,
+    AdditivityError,
+    Units,
+    logarithmic_mean_factor,
+)
+from cpdecomp.core.games import MaskedEvaluator, instance_values
+from cpdecomp.core.typing import FloatArray
 
 CELLS_PER_CHUNK = 1 << 20
 """(patients × coalitions) instance values evaluated at once, as the explainer's chunks."""

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pandas as pd
 
-from core.errors import CpdecompError
-from core.optional import require
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.optional import require
 
 if TYPE_CHECKING:
-    from core.workflow import Report
+    from cpdecomp.core.workflow import Report
 
 VIEWS = ("calibration", "instance", "total")
 

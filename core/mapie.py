@@ -48,9 +48,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from core.conformal import conformal_rank
-from core.errors import CpdecompError
-from core.system import ConformalSystem, system_from_models
+from cpdecomp.core.conformal import conformal_rank
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.system import ConformalSystem, system_from_models
 
 SCORE_AGREEMENT = 1e-6
 """Relative tolerance of the check that our scores are MAPIE's: XGBoost adds its leaves in

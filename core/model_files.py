@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.errors import CpdecompError
-from core.optional import require
-from core.tables import MAX_FILE_BYTES
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.optional import require
+from cpdecomp.core.tables import MAX_FILE_BYTES
 
 MAX_MODEL_BYTES = MAX_FILE_BYTES
 """A model file larger than this is refused before it is read (the table files' cap)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from core.errors import CpdecompError
+from cpdecomp.core.errors import CpdecompError
 
 EXTRAS = {
     "shap": ("shap", "shap"),

@@ -19,11 +19,11 @@ from typing import BinaryIO
 import numpy as np
 import pandas as pd
 
-from core.atomic import atomic_write, staged_file
-from core.errors import CpdecompError
-from core.interop import optional_parts, tidy_frame
-from core.missing import is_missing
-from core.workflow import Report, joined_meta
+from cpdecomp.core.atomic import atomic_write, staged_file
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.interop import optional_parts, tidy_frame
+from cpdecomp.core.missing import is_missing
+from cpdecomp.core.workflow import Report, joined_meta
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
 

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from core.conformal import Family, conformal_rank, get_family
-from core.data import FeatureEncoder
-from core.errors import CpdecompError
-from core.games.cache import content_digest, versions_digest
-from core.models import (
+from cpdecomp.core.conformal import Family, conformal_rank, get_family
+from cpdecomp.core.data import FeatureEncoder
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.games.cache import content_digest, versions_digest
+from cpdecomp.core.models import (
     Component,
     FunctionPredictor,
     MeanPredictor,
@@ -29,10 +29,10 @@ from core.models import (
     model_kind,
     sigma_lower_bound,
 )
-from core.models.design import UNSEEN_CATEGORY_HINT, DesignMatrix
-from core.models.raw_table import TableDecoder, check_model_columns
-from core.models.user_model import wrap_user_model
-from core.typing import FloatArray
+from cpdecomp.core.models.design import UNSEEN_CATEGORY_HINT, DesignMatrix
+from cpdecomp.core.models.raw_table import TableDecoder, check_model_columns
+from cpdecomp.core.models.user_model import wrap_user_model
+from cpdecomp.core.typing import FloatArray
 
 MIN_TRAINING_ROWS = 10
 LINEAR_CQR_R_NOTE = (

@@ -16,17 +16,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from core.attribution.groups import Groups, check_groups
-from core.conformal import conformal_rank
-from core.data import ColumnChoice, choose_columns, split_rows, target_values
-from core.decomposition import Units, check_units, in_units
-from core.errors import CpdecompError
-from core.explainer import Explainer, Explanation, Progress, join_explanations
-from core.games.masking import MaskingPath, has_fast_path
-from core.interactions import Interactions
-from core.interop import report_frame, shap_explanations
-from core.system import ConformalSystem, fit_system, system_from_models
-from core.versions import library_versions
+from cpdecomp.core.attribution.groups import Groups, check_groups
+from cpdecomp.core.conformal import conformal_rank
+from cpdecomp.core.data import ColumnChoice, choose_columns, split_rows, target_values
+from cpdecomp.core.decomposition import Units, check_units, in_units
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.explainer import Explainer, Explanation, Progress, join_explanations
+from cpdecomp.core.games.masking import MaskingPath, has_fast_path
+from cpdecomp.core.interactions import Interactions
+from cpdecomp.core.interop import report_frame, shap_explanations
+from cpdecomp.core.system import ConformalSystem, fit_system, system_from_models
+from cpdecomp.core.versions import library_versions
 
 CORRELATION_WARNING = 0.7
 FAST_BACKGROUND = 1000

@@ -72,9 +72,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.explainer import Explainer
-from core.system import fit_system
-from core.typing import FloatArray
+from cpdecomp.core.explainer import Explainer
+from cpdecomp.core.system import fit_system
+from cpdecomp.core.typing import FloatArray
 from experiments.config import FULL, PRIMARY_ALPHA, QUICK, ExperimentConfig
 from experiments.resampling import mean_interval, share_interval
 from experiments.verdicts import Verdict

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core import Explainer, fit_system, load_table, split_rows, target_values
-from core.attribution import build_design
-from core.attribution.base import Design
-from core.coalitions import bits_from_coalitions
-from core.games import instance_values
-from core.typing import FloatArray
+from cpdecomp import Explainer, fit_system, load_table, split_rows, target_values
+from cpdecomp.core.attribution import build_design
+from cpdecomp.core.attribution.base import Design
+from cpdecomp.core.coalitions import bits_from_coalitions
+from cpdecomp.core.games import instance_values
+from cpdecomp.core.typing import FloatArray
 
 REFERENCE = {"banzhaf-sampled": "banzhaf"}
 """The exact method a sampled one estimates; exact Shapley when not listed."""

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.workflow import Study, StudyOptions, prepare_study
+from cpdecomp.core.workflow import Study, StudyOptions, prepare_study
+from cpdecomp.sample_data import SAMPLES, load_sample
+from cpdecomp.sample_data.synthetic import SyntheticData, make_synthetic
 from experiments.config import ExperimentConfig
-from sample_data import SAMPLES, load_sample
-from sample_data.synthetic import SyntheticData, make_synthetic
 
 
 @dataclass(frozen=True, eq=False)

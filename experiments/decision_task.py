@@ -33,12 +33,17 @@ import numpy as np
 import pandas as pd
 from scipy.stats import t as t_dist
 
-from core.decomposition import logarithmic_mean_factor
-from core.explainer import Explainer
-from core.system import fit_system
-from core.typing import FloatArray
+from cpdecomp.core.decomposition import logarithmic_mean_factor
+from cpdecomp.core.explainer import Explainer
+from cpdecomp.core.system import fit_system
+from cpdecomp.core.typing import FloatArray
+from cpdecomp.sample_data.semisynthetic import (
+    ID_COLUMN,
+    TARGET,
+    load_covariates,
+    make_semisynthetic,
+)
 from experiments.config import PRIMARY_ALPHA, ExperimentConfig
-from sample_data.semisynthetic import ID_COLUMN, TARGET, load_covariates, make_semisynthetic
 
 Progress = Callable[[str], None]
 

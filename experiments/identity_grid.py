@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from core.attribution import METHODS
-from core.conformal import FAMILIES
-from core.decomposition import AdditivityError
-from core.errors import CpdecompError
-from core.explainer import Explanation
+from cpdecomp.core.attribution import METHODS
+from cpdecomp.core.conformal import FAMILIES
+from cpdecomp.core.decomposition import AdditivityError
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.explainer import Explanation
 from experiments import negative_controls
 from experiments.config import ExperimentConfig
 from experiments.datasets import prepare, real_problem

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.attribution import build_design
-from core.conformal import conformal_rank
-from core.games import instance_values
-from core.typing import Coalitions, FloatArray
-from core.workflow import Study
+from cpdecomp.core.attribution import build_design
+from cpdecomp.core.conformal import conformal_rank
+from cpdecomp.core.games import instance_values
+from cpdecomp.core.typing import Coalitions, FloatArray
+from cpdecomp.core.workflow import Study
 
 GROUP_FEATURES = {"diabetes": "sex", "actg175": "symptomatic", "rand_hie": "female"}
 """The Mondrian control's grouping feature per data set (a binary column)."""

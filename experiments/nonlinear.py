@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from core.attribution.shap_backend import global_numpy_seed, mask_instance
-from core.coalitions import coalitions_from_bits
-from core.optional import require
-from core.typing import FloatArray
+from cpdecomp.core.attribution.shap_backend import global_numpy_seed, mask_instance
+from cpdecomp.core.coalitions import coalitions_from_bits
+from cpdecomp.core.optional import require
+from cpdecomp.core.typing import FloatArray
 
 LIME_SAMPLES = 1000
 LIME_KERNEL_WIDTH = 25.0

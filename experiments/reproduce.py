@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.versions import library_versions
+from cpdecomp.core.versions import library_versions
 from experiments import (
     calibration_faults,
     decision_task,

@@ -38,15 +38,15 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from core.data import split_rows
-from core.decomposition import Decomposition
-from core.explainer import Explainer
-from core.system import system_from_functions
-from core.typing import FloatArray
+from cpdecomp.core.data import split_rows
+from cpdecomp.core.decomposition import Decomposition
+from cpdecomp.core.explainer import Explainer
+from cpdecomp.core.system import system_from_functions
+from cpdecomp.core.typing import FloatArray
+from cpdecomp.sample_data.synthetic import FEATURES, ROLES, SyntheticData
 from experiments.config import ExperimentConfig
 from experiments.datasets import Problem, prepare, real_problem, synthetic_problem
 from experiments.resampling import bootstrap_mean, mean_interval
-from sample_data.synthetic import FEATURES, ROLES, SyntheticData
 
 SIZEABLE = 0.05
 """An attribution is sizeable when it is at least this share of the patient's width."""

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 from sklearn.datasets import load_diabetes
 
-from sample_data.semisynthetic import make_semisynthetic
-from sample_data.synthetic import make_synthetic
+from cpdecomp.sample_data.semisynthetic import make_semisynthetic
+from cpdecomp.sample_data.synthetic import make_synthetic
 
 HERE = Path(__file__).resolve().parent
 

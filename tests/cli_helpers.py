@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.cli import main
+from cpdecomp.core.cli import main
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str]:

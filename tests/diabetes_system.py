@@ -2,7 +2,7 @@
 these lines, and a test can run the same lines to get the identical (deterministic) system."""
 
 SYSTEM_CODE = """
-from core import Explainer, fit_system, load_table, split_rows, target_values
+from cpdecomp import Explainer, fit_system, load_table, split_rows, target_values
 table = load_table("sample_data/diabetes.csv")
 y = target_values(table, "progression")
 features = [c for c in table.columns if c not in ("patient_id", "progression")]

@@ -12,8 +12,8 @@ import shap
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import Explainer, fit_system, load_table, split_rows, target_values
-from core.attribution import (
+from cpdecomp import Explainer, fit_system, load_table, split_rows, target_values
+from cpdecomp.core.attribution import (
     METHOD_BUDGETS,
     METHOD_LABELS,
     METHODS,
@@ -22,8 +22,8 @@ from core.attribution import (
     exact_shapley_design,
     permutation_design,
 )
-from core.attribution.exact import MAX_EXACT_PLAYERS
-from core.errors import CpdecompError
+from cpdecomp.core.attribution.exact import MAX_EXACT_PLAYERS
+from cpdecomp.core.errors import CpdecompError
 
 
 def shapley_by_definition(game, d):
@@ -108,7 +108,7 @@ def real_games():
     design = explainer.design("exact")
     v_c = explainer.calibration_game("exact").values(0.1)
     rows = system.fitted.encode(table.iloc[test[:3]])
-    from core.games import instance_values
+    from cpdecomp.core.games import instance_values
 
     v_i = instance_values(system.family, explainer.evaluator, rows, design.coalitions)
     return design, v_c, v_i

@@ -14,18 +14,18 @@ import shap
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import (
+from cpdecomp import (
     Explainer,
     StudyOptions,
     prepare_study,
 )
-from core.attribution import METHOD_BUDGETS, METHODS, NOT_DECOMPOSABLE, build_design
-from core.attribution.kernel import minimum_kernel_budget
-from core.attribution.shap_backend import global_numpy_seed, mask_instance
-from core.attribution.shap_permutation import replayed_permutations, run_shap_permutation
-from core.attribution.terms import TermDesign
-from core.errors import CpdecompError
-from core.games import instance_values
+from cpdecomp.core.attribution import METHOD_BUDGETS, METHODS, NOT_DECOMPOSABLE, build_design
+from cpdecomp.core.attribution.kernel import minimum_kernel_budget
+from cpdecomp.core.attribution.shap_backend import global_numpy_seed, mask_instance
+from cpdecomp.core.attribution.shap_permutation import replayed_permutations, run_shap_permutation
+from cpdecomp.core.attribution.terms import TermDesign
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.games import instance_values
 from experiments.convergence import error_by_budget, exact_values, on_lattice
 from experiments.nonlinear import additivity_error
 

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from cli_helpers import assert_bad_input, run_ok
 
-from core import Explainer, system_from_functions
-from core.conformal import conformal_rank
-from core.explainer import BACKGROUND_STREAM, draw_background, redrawn_backgrounds
+from cpdecomp import Explainer, system_from_functions
+from cpdecomp.core.conformal import conformal_rank
+from cpdecomp.core.explainer import BACKGROUND_STREAM, draw_background, redrawn_backgrounds
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes.csv"
 
@@ -198,7 +198,7 @@ def test_command_line_refuses_a_bad_replicate_count(capsys, bad: str, option: st
 def test_json_and_csv_carry_the_background_interval(capsys, tmp_path):
     import jsonschema
 
-    from core.output import SCHEMA_PATH
+    from cpdecomp.core.output import SCHEMA_PATH
 
     common = ("explain", SAMPLE, "--target", "progression", "--id-column", "patient_id",
               "--model", "linear", "--family", "normalized", "--background", "40",

@@ -16,11 +16,11 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from core.games import MaskedEvaluator
-from core.games.masking import HYBRID_BYTES_PER_CALL
-from core.models import Component
-from core.models.design import EncodedPredictor
-from core.system import system_from_models
+from cpdecomp.core.games import MaskedEvaluator
+from cpdecomp.core.games.masking import HYBRID_BYTES_PER_CALL
+from cpdecomp.core.models import Component
+from cpdecomp.core.models.design import EncodedPredictor
+from cpdecomp.core.system import system_from_models
 
 D = 4
 M, N_ROWS = 7, 6

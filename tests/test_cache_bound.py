@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from cli_helpers import assert_bad_input, run_ok
 
-from core.explainer import Explainer
-from core.games.cache import (
+from cpdecomp.core.explainer import Explainer
+from cpdecomp.core.games.cache import (
     CACHE_DIR_ENV,
     CACHE_MAX_BYTES_ENV,
     DISK_BYTES,
@@ -99,7 +99,7 @@ def test_the_real_calibration_games_respect_the_bound(tmp_path) -> None:
     """Real games from an explainer: four backgrounds, room for about two of them."""
     import pandas as pd
 
-    from core.workflow import StudyOptions, prepare_study
+    from cpdecomp.core.workflow import StudyOptions, prepare_study
 
     table = pd.read_csv(Path(__file__).resolve().parents[1] / "sample_data" / "diabetes.csv")
     study = prepare_study(table, StudyOptions(target="progression", id_column="patient_id",

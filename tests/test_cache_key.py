@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-import core.games.cache
-from core.explainer import Explainer
-from core.games.cache import GameCache, code_digest, files_digest, versions_digest
-from core.system import fit_system
+import cpdecomp.core.games.cache
+from cpdecomp.core.explainer import Explainer
+from cpdecomp.core.games.cache import GameCache, code_digest, files_digest, versions_digest
+from cpdecomp.core.system import fit_system
 
-CORE = Path(core.games.cache.__file__).resolve().parents[1]
+CORE = Path(cpdecomp.core.games.cache.__file__).resolve().parents[1]
 
 
 def test_the_code_digest_follows_every_source_file(tmp_path):
@@ -57,7 +57,7 @@ def test_changed_code_does_not_get_the_old_game(tmp_path, monkeypatch):
     assert stored(tmp_path) == games  # the same code finds it: nothing new is stored
 
     before = versions_digest()
-    monkeypatch.setattr(core.games.cache, "code_digest", lambda: "another version of core")
+    monkeypatch.setattr(cpdecomp.core.games.cache, "code_digest", lambda: "another version of core")
     assert versions_digest() != before
     Explainer(small_system()[0], background_size=20, cache=GameCache(tmp_path)).explain(
         table.iloc[:2])

@@ -9,9 +9,9 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from core import Explainer, system_from_functions
-from core.conformal import conformal_rank
-from core.games.calibration import _weighted_order_statistics
+from cpdecomp import Explainer, system_from_functions
+from cpdecomp.core.conformal import conformal_rank
+from cpdecomp.core.games.calibration import _weighted_order_statistics
 
 
 def test_weighted_order_statistic_is_the_kth_of_the_resampled_multiset():

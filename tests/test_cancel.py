@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core import Explainer, fit_system, load_table, split_rows, target_values
-from core.cancel import Cancelled, cancellable, checkpoint
-from core.games.cache import GameCache
+from cpdecomp import Explainer, fit_system, load_table, split_rows, target_values
+from cpdecomp.core.cancel import Cancelled, cancellable, checkpoint
+from cpdecomp.core.games.cache import GameCache
 
 
 @pytest.fixture(scope="module")

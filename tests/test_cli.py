@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from cli_helpers import assert_bad_input, run_ok
 
-from core.data import split_rows
+from cpdecomp.core.data import split_rows
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes.csv"
 TARGET = "progression"

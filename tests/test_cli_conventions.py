@@ -22,10 +22,10 @@ import pandas as pd
 import pytest
 from cli_helpers import assert_bad_input, run_cli, run_ok
 
-from core.cli import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, build_parser, main
-from core.explainer import CELLS_PER_CHUNK
-from core.progress import ProgressBar, duration
-from core.tables import LIMITS
+from cpdecomp.core.cli import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, build_parser, main
+from cpdecomp.core.explainer import CELLS_PER_CHUNK
+from cpdecomp.core.progress import ProgressBar, duration
+from cpdecomp.core.tables import LIMITS
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data" / "diabetes.csv"
@@ -38,7 +38,7 @@ BASE = ["explain", str(SAMPLE), "--target", TARGET, "--id-column", ID, *FAST]
 def run_process(*argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """`python -m core.cli ...` in a real process, from this checkout."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "core.cli", *argv], input=stdin,
+    return subprocess.run([sys.executable, "-m", "cpdecomp", *argv], input=stdin,
                           capture_output=True, timeout=300, check=False, env=env)
 
 
@@ -263,7 +263,7 @@ def test_stdin_from_a_terminal_is_refused_rather_than_waited_for() -> None:
     controller, terminal = pty.openpty()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "core.cli", "explain", "-", "--target", TARGET, "--out", "-",
+            [sys.executable, "-m", "cpdecomp", "explain", "-", "--target", TARGET, "--out", "-",
              "--format", "csv"], stdin=terminal, capture_output=True, timeout=300, check=False,
             env={**os.environ, "PYTHONPATH": str(ROOT)})
     finally:

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.attribution import METHODS, NOT_DECOMPOSABLE, build_design
-from core.cli import main
+from cpdecomp.core.attribution import METHODS, NOT_DECOMPOSABLE, build_design
+from cpdecomp.core.cli import main
 
 COMMON = ["explain", "sample_data/diabetes.csv", "--target", "progression", "--id-column",
           "patient_id", "--features", "age,bmi,bp,s1 tc,s5 ltg", "--background", "30"]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
-from core import Explainer, system_from_functions
+from cpdecomp import Explainer, system_from_functions
 
 
 def explain_one_feature_world(family, functions, x_train, x_cal, y_cal, patients, alpha=0.1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.attribution import METHODS
+from cpdecomp.core.attribution import METHODS
 
 DS = [1, 2, 3, 4, 5, 8, 12, 16, 20, 30, 63, 70]
 BUDGETS = [2, 3, 5, 16, 64, 101, 1024]

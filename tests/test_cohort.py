@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import Explainer, prepare_study
-from core.cli import main
-from core.games.cache import GameCache
-from core.workflow import StudyOptions
+from cpdecomp import Explainer, prepare_study
+from cpdecomp.core.cli import main
+from cpdecomp.core.games.cache import GameCache
+from cpdecomp.core.workflow import StudyOptions
 
 
 def test_chunks_and_workers_give_the_same_numbers_as_one_batch(diabetes_system, tmp_path):
@@ -40,7 +40,7 @@ def test_local_workers_are_kept_for_the_same_games_and_replaced_for_others(diabe
                                                                           tmp_path):
     """A streamed cohort explains input chunk after chunk: the workers that received the games
     serve every chunk (they are not restarted per call), and other games get new workers."""
-    from core import workers
+    from cpdecomp.core import workers
 
     system, patients = diabetes_system
     rows = system.fitted.encode(patients)
@@ -168,7 +168,7 @@ def test_dask_scheduler_runs_the_same_chunks(tmp_path):
 @pytest.mark.slow
 def test_unreachable_scheduler_is_one_clear_line(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "core.cli", "explain", "sample_data/diabetes.csv", "--target",
+        [sys.executable, "-m", "cpdecomp", "explain", "sample_data/diabetes.csv", "--target",
          "progression", "--features", "bmi", "--scheduler", "tcp://127.0.0.1:9",
          "--out", str(tmp_path / "o.csv")],
         capture_output=True, text=True, timeout=120,

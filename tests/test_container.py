@@ -332,7 +332,7 @@ def prepare_run(page, url: str, name: str, sample: str | None = None) -> None:
 CONCURRENT_CHILD = SYSTEM_CODE + """
 import threading
 import numba
-from core.parallel import threadsafe_layer
+from cpdecomp.core.parallel import threadsafe_layer
 
 rows = system.fitted.encode(table)
 widths, failures = {}, []

@@ -28,9 +28,9 @@ import pandas as pd
 import pytest
 from threadpoolctl import threadpool_limits
 
-from core.conformal import conformal_rank
-from core.data import split_rows
-from core.system import fit_system
+from cpdecomp.core.conformal import conformal_rank
+from cpdecomp.core.data import split_rows
+from cpdecomp.core.system import fit_system
 
 FAMILIES = ["absolute", "normalized", "gamma", "cqr", "cqr-r"]
 ALPHAS = [0.05, 0.1, 0.2]

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import StudyOptions, fit_system, prepare_study
-from core.data import split_rows
-from core.errors import CpdecompError
-from core.system import LINEAR_CQR_R_NOTE
-from sample_data import SAMPLES, load_sample
+from cpdecomp import StudyOptions, fit_system, prepare_study
+from cpdecomp.core.data import split_rows
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.system import LINEAR_CQR_R_NOTE
+from cpdecomp.sample_data import SAMPLES, load_sample
 
 
 def test_the_crossing_warning_comes_before_the_refusal():

@@ -15,15 +15,15 @@ import pytest
 from cli_helpers import assert_bad_input, run_ok
 from threadpoolctl import threadpool_limits
 
-from core.data import (
+from cpdecomp.core.data import (
     FeatureEncoder,
     choose_columns,
     parse_split,
     split_rows,
     target_values,
 )
-from core.errors import CpdecompError
-from core.tables import load_table
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.tables import load_table
 
 FAST = ["--model", "linear", "--background", "8"]
 NUMERIC_NAMES = ["a.b", "age years", "Größe µ/m²"]

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
-from core.attribution import METHODS, build_design
-from core.decomposition import Decomposition
+from cpdecomp.core.attribution import METHODS, build_design
+from cpdecomp.core.decomposition import Decomposition
 from experiments import reproduce
 from experiments.config import QUICK, TINY
 from experiments.datasets import Problem

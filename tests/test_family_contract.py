@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.conformal import FAMILIES
-from core.errors import CpdecompError
+from cpdecomp.core.conformal import FAMILIES
+from cpdecomp.core.errors import CpdecompError
 
 VALID = {  # components where every family is defined, drawn per row
     "f": lambda rng, n: rng.uniform(1.0, 5.0, n),  # positive: the gamma family needs f > 0
@@ -84,7 +84,7 @@ def test_targets_are_refused_where_the_scores_are_undefined(name):
     """The family says which targets it takes, and the fit and the calibration ask it."""
     import pandas as pd
 
-    from core import fit_system, system_from_functions
+    from cpdecomp import fit_system, system_from_functions
 
     family = FAMILIES[name]
     family.check_targets(np.array([0.5, 3.0]), "test")  # positive targets: every family
@@ -108,7 +108,7 @@ def test_the_quantile_level_matters_to_the_quantile_families_only():
     models, and the fitted system's content hash ignores the level elsewhere."""
     import pandas as pd
 
-    from core import fit_system
+    from cpdecomp import fit_system
 
     for family in FAMILIES.values():
         assert family.uses_quantile_level == bool({"lo", "hi"} & set(family.components))
@@ -141,8 +141,8 @@ def test_log_units_are_refused_for_identity_families_on_every_surface(capsys):
     import pandas as pd
     from cli_helpers import assert_bad_input
 
-    from core import Explainer, system_from_functions
-    from core.decomposition import in_units
+    from cpdecomp import Explainer, system_from_functions
+    from cpdecomp.core.decomposition import in_units
 
     rng = np.random.default_rng(3)
     train = pd.DataFrame({"x": rng.normal(size=60)})

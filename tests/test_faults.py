@@ -28,9 +28,9 @@ import pytest
 from ci_policy import environment_url
 from diabetes_system import SYSTEM_CODE  # the child's system; fitted here too: same cache keys
 
-from app.reviews import ReviewStore
-from core import Explainer
-from core.games.cache import GameCache
+from cpdecomp import Explainer
+from cpdecomp.app.reviews import ReviewStore
+from cpdecomp.core.games.cache import GameCache
 
 ROOT = Path(__file__).resolve().parents[1]
 REVIEWS_BEFORE_KILL = 15
@@ -38,7 +38,7 @@ GAMES_BEFORE_KILL = 2
 
 CHILD = SYSTEM_CODE + """
 import sys, threading
-from app.reviews import ReviewStore
+from cpdecomp.app.reviews import ReviewStore
 
 store = ReviewStore(sys.argv[1])
 dataset = sys.argv[2]
@@ -171,7 +171,7 @@ def test_killed_during_a_computation_the_cache_and_the_review_store_are_intact(
 def test_cache_clear_removes_only_the_caches_own_files(tmp_path) -> None:
     """`cpdecomp cache clear` in a folder that also holds a user's arrays: only files named by
     a content digest (and the temporary files of a killed writer) go."""
-    from core.games.cache import GameCache, content_digest
+    from cpdecomp.core.games.cache import GameCache, content_digest
 
     cache = GameCache(tmp_path)
     key = content_digest("calibration-game", np.arange(3.0))

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import shap
 
-from core import Explainer, fit_system, system_from_functions
+from cpdecomp import Explainer, fit_system, system_from_functions
 
 
 def shap_exact_on_width(width, rows: np.ndarray, background: np.ndarray) -> np.ndarray:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from core import Explainer, system_from_functions
-from core.games import GAMES, CalibrationGame, Game, InstanceGame
+from cpdecomp import Explainer, system_from_functions
+from cpdecomp.core.games import GAMES, CalibrationGame, Game, InstanceGame
 
 
 def sigma(z):

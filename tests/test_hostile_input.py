@@ -32,9 +32,9 @@ from corpus.parquet_bombs import (
     stored_bytes,
 )
 
-from core import tables as core_tables
-from core.errors import CpdecompError
-from core.tables import LIMITS, TableLimits, csv_reader, load_table
+from cpdecomp.core import tables as core_tables
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.tables import LIMITS, TableLimits, csv_reader, load_table
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--model", "linear", "--background", "8"]
@@ -382,7 +382,7 @@ and declared as each Arrow text type, or prefix-compressed so even the footer si
 
 
 def _cli(path: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "core.cli", "explain", str(path), "--target", "y",
+    return [sys.executable, "-m", "cpdecomp", "explain", str(path), "--target", "y",
             "--model", "linear", "--out", str(out)]
 
 
@@ -423,7 +423,7 @@ def test_twenty_million_decimal_cells_are_read_as_floats_in_bounded_memory(tmp_p
     many_decimals(path)
     tiny = tmp_path / "tiny.parquet"
     many_decimals(tiny, rows=10, columns=3)
-    read = ("from core.tables import load_table; t = load_table({!r}); "
+    read = ("from cpdecomp.core.tables import load_table; t = load_table({!r}); "
             "assert t.shape == ({}, {}) and (t.dtypes == 'float64').all(), t.dtypes")
     status, stderr, baseline = peak_rss_of_command(
         [sys.executable, "-c", read.format(str(tiny), 10, 4)])

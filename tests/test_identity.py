@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import FAMILIES, Explainer, fit_system, load_table, split_rows, target_values
-from core.attribution import METHOD_BUDGETS, METHODS
+from cpdecomp import FAMILIES, Explainer, fit_system, load_table, split_rows, target_values
+from cpdecomp.core.attribution import METHOD_BUDGETS, METHODS
 
 FEATURES = ["age", "bmi", "bp", "s1 tc", "s5 ltg", "s6 glu", "constant"]
 
@@ -127,7 +127,7 @@ def test_categorical_and_missing_columns_keep_the_identity():
 @pytest.mark.parametrize("family", [f for f in FAMILIES if FAMILIES[f].scale == "log"])
 def test_switching_units_needs_no_game_and_matches_a_fresh_explanation(diabetes, family):
     """in_units rescales by the logarithmic-mean factor; it equals explaining in those units."""
-    from core.decomposition import in_units
+    from cpdecomp.core.decomposition import in_units
 
     explainer, in_width = explain(diabetes, family, "permutation")
     table, _, (_, _, test) = diabetes

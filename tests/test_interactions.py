@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from ci_policy import unavailable
 
-from core import (
+from cpdecomp import (
     FAMILIES,
     CpdecompError,
     Explainer,
@@ -27,9 +27,9 @@ from core import (
     system_from_functions,
     target_values,
 )
-from core.attribution import exact_shapley_design
-from core.attribution.interactions import interaction_matrices, pairs, pairwise_sii
-from core.games import instance_values
+from cpdecomp.core.attribution import exact_shapley_design
+from cpdecomp.core.attribution.interactions import interaction_matrices, pairs, pairwise_sii
+from cpdecomp.core.games import instance_values
 
 FEATURES = ["age", "bmi", "bp", "s1 tc", "s5 ltg"]
 TOLERANCE = 1e-10
@@ -389,7 +389,7 @@ def test_frame_and_strongest_pairs_read_the_matrices(diabetes):
 
 
 def test_study_names_patients_and_groups(diabetes):
-    from core import StudyOptions, prepare_study
+    from cpdecomp import StudyOptions, prepare_study
 
     table = diabetes[0]
     study = prepare_study(table, StudyOptions(target="progression", id_column="patient_id",
@@ -406,7 +406,7 @@ def test_study_names_patients_and_groups(diabetes):
 
 
 def test_a_patients_values_do_not_depend_on_its_chunk(diabetes):
-    from core.interactions import LatticeGames, lattice_interactions
+    from cpdecomp.core.interactions import LatticeGames, lattice_interactions
 
     explainer = explainer_for(diabetes, "normalized")
     rows = explainer.system.fitted.encode(patients(diabetes, 5))

@@ -11,10 +11,10 @@ import jsonschema
 import pytest
 from cli_helpers import run_ok
 
-from core.attribution import METHOD_BUDGETS, METHODS
-from core.conformal import FAMILIES
-from core.models import MODELS
-from core.output import FORMAT_VERSION, SCHEMA_PATH
+from cpdecomp.core.attribution import METHOD_BUDGETS, METHODS
+from cpdecomp.core.conformal import FAMILIES
+from cpdecomp.core.models import MODELS
+from cpdecomp.core.output import FORMAT_VERSION, SCHEMA_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data" / "diabetes.csv"

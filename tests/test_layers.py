@@ -5,7 +5,10 @@ optional dependencies, the missing-value rule, atomic writes, bounded caches) �
 input tables and the three axes that know nothing of each other (conformal families, models,
 attribution methods) → games → system and decomposition → explainer → workflow → output → cli.
 A module imports only from its own layer or below, core imports nothing from the folders on
-top of it, and no two modules import each other, however indirectly.
+top of it, and no two modules import each other, however indirectly. Module names are read
+without the one package they live in (`cpdecomp.core.games` is `core.games` here); an import of
+the checkout's bare `core`, `app` or `sample_data` (which would load a second copy of them) fails
+everywhere in the repository.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[1] / "core"
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "core"
+PACKAGE = "cpdecomp"
+BARE = ("core", "app", "sample_data")
+"""The checkout's folders that are importable only as cpdecomp.core, cpdecomp.app, ..."""
 ABOVE = ("app", "experiments", "benchmarks", "sample_data", "streamlit")
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.typing", "core.errors", "core.coalitions", "core.parallel", "core.progress",
@@ -47,6 +54,10 @@ def imports_of(path: Path, runtime_only: bool = False) -> set[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
                 node.body = []
+    return {unpackaged(name) for name in absolute_imports(tree)}
+
+
+def absolute_imports(tree: ast.AST) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -54,6 +65,11 @@ def imports_of(path: Path, runtime_only: bool = False) -> set[str]:
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return found
+
+
+def unpackaged(name: str) -> str:
+    """cpdecomp.core.x -> core.x; the front door `cpdecomp` stays itself."""
+    return name.removeprefix(PACKAGE + ".") if name != PACKAGE else name
 
 
 GRAPH = {module_name(p): imports_of(p) for p in sorted(CORE.rglob("*.py"))}
@@ -77,7 +93,7 @@ def test_module_imports_only_its_own_layer_or_below(module):
         top = imported.split(".")[0]
         assert top not in ABOVE, f"{module} imports {imported}, which sits above core"
         if top != "core" or imported == "core":
-            assert imported != "core", f"{module} imports the package front door"
+            assert imported not in ("core", PACKAGE), f"{module} imports the package front door"
             continue
         other_level, other_group = group_of(imported)
         assert other_level <= level, f"{module} (layer {level}) imports {imported} " \
@@ -107,3 +123,16 @@ def test_no_import_cycles():
     for module in sorted(modules):
         if module not in state:
             visit(module, [])
+
+
+SOURCES = sorted(p for folder in ("core", "app", "sample_data", "experiments", "benchmarks",
+                                  "tests", "cpdecomp") for p in (ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_imports_the_checkouts_bare_folders(path):
+    """`import core` from a checkout would load a second copy of cpdecomp.core (two module
+    objects, two caches, isinstance failing across them); in an install it fails outright."""
+    bare = {name for name in absolute_imports(ast.parse(path.read_text(encoding="utf-8")))
+            if name.split(".")[0] in BARE}
+    assert not bare, f"{path.relative_to(ROOT)} imports {sorted(bare)}: use cpdecomp.<name>"

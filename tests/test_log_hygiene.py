@@ -23,7 +23,7 @@ import pytest
 import streamlit.logger
 from ci_policy import unavailable
 
-from core.cli import main
+from cpdecomp.core.cli import main
 
 sys.path.insert(0, str(Path(__file__).parent / "app"))
 from dashboard_helpers import csv_bytes, errors, new_app, run_linear
@@ -165,7 +165,7 @@ def test_streamlits_arrow_fallback_would_log_the_cell_and_is_stopped(every_log) 
     capture sees Streamlit's records, and that app.sources' filter is what keeps them clean."""
     from streamlit import dataframe_util
 
-    from app import sources
+    from cpdecomp.app import sources
 
     mixed = pd.DataFrame({"x": [1, f"{MARKER}-cell", 2.5]})
     conversion = logging.getLogger("streamlit.dataframe_util")
@@ -189,7 +189,7 @@ def test_an_exception_escaping_a_script_is_logged_without_its_message(every_log)
     the pages' own) with its message; the filter keeps its type and place only."""
     from streamlit import error_util
 
-    from app import sources
+    from cpdecomp.app import sources
 
     def failing_callback() -> None:
         raise ValueError(f"value {MARKER} is too long for the column")

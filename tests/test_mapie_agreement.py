@@ -25,11 +25,11 @@ from mapie.regression import ConformalizedQuantileRegressor, SplitConformalRegre
 from sklearn.base import BaseEstimator, RegressorMixin
 from threadpoolctl import threadpool_limits
 
-from core.conformal import conformal_rank, to_width_scale
-from core.data import split_rows, target_values
-from core.games import CalibrationGame, MaskedEvaluator, instance_values
-from core.system import fit_system
-from core.tables import load_table
+from cpdecomp.core.conformal import conformal_rank, to_width_scale
+from cpdecomp.core.data import split_rows, target_values
+from cpdecomp.core.games import CalibrationGame, MaskedEvaluator, instance_values
+from cpdecomp.core.system import fit_system
+from cpdecomp.core.tables import load_table
 
 DATA = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes.csv"
 TARGET = "progression"

@@ -19,10 +19,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from core import CpdecompError, Explainer, system_from_mapie
-from core.data import split_rows
-from core.mapie import mapie_rank
-from core.tables import load_table
+from cpdecomp import CpdecompError, Explainer, system_from_mapie
+from cpdecomp.core.data import split_rows
+from cpdecomp.core.mapie import mapie_rank
+from cpdecomp.core.tables import load_table
 
 DATA = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes.csv"
 TARGET = "progression"

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import Explainer, fit_system
-from core.errors import CpdecompError
-from core.explainer import draw_background
-from core.games import MaskedEvaluator
-from core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
-from core.games.trees import leaf_ensemble
+from cpdecomp import Explainer, fit_system
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.explainer import draw_background
+from cpdecomp.core.games import MaskedEvaluator
+from cpdecomp.core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
+from cpdecomp.core.games.trees import leaf_ensemble
 
 
 def mixed_table(n: int, n_numeric: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
@@ -137,7 +137,7 @@ def test_seventy_columns_in_ten_groups_tables_equal_brute_force(method):
 
 
 def test_column_players_are_the_groups_a_design_moves_together():
-    from core.coalitions import column_players
+    from cpdecomp.core.coalitions import column_players
     coalitions = np.array([[1, 1, 0, 0, 1], [0, 0, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=bool)
     player_of_column, over_players = column_players(coalitions)
     np.testing.assert_array_equal(player_of_column, [0, 0, 1, 1, 0])
@@ -150,7 +150,7 @@ def test_more_than_62_independent_players_are_tabulated_not_wrapped():
     """Integer bitmasks (the lattice's index) still refuse past 62 players rather than wrap;
     the tree tables read masks, so 64 independent players are exact, not another
     coalition's values."""
-    from core.coalitions import bits_from_coalitions
+    from cpdecomp.core.coalitions import bits_from_coalitions
     coalitions = np.eye(63, dtype=bool)
     with pytest.raises(CpdecompError, match="at most 62"):
         bits_from_coalitions(coalitions)
@@ -181,7 +181,7 @@ def test_spot_check_finds_a_wrong_fast_path_and_passes_a_right_one():
 def test_per_coalition_chains_over_permutation_prefixes_equal_brute_force():
     """Past the lattice a permutation prefix is its parent's value plus the groups its new
     player changes: the same numbers as brute force, and as summing every group."""
-    from core.attribution import build_design
+    from cpdecomp.core.attribution import build_design
     table, y = mixed_table(400, MAX_LATTICE_PLAYERS + 3, seed=6)
     system = fit_system(table, y, list(table.columns), family="normalized", model="gbm")
     background = draw_background(system.training_rows, 12, seed=0)
@@ -214,7 +214,7 @@ def test_grouped_tables_are_bounded_per_component_and_the_column_tables_kept():
     """Feature groupings come and go with the user's --group choices: a few are kept per
     component (the oldest dropped), the columns' own tables always, and a grouping asked for
     again after it was dropped is rebuilt to the same values."""
-    from core.games.masking import GROUPED_TABLES_KEPT
+    from cpdecomp.core.games.masking import GROUPED_TABLES_KEPT
 
     table, y = mixed_table(300, 4, seed=3)
     system = fit_system(table, y, family="normalized", model="gbm", seed=0)

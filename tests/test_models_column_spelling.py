@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import Explainer, load_table, system_from_models
-from core.errors import CpdecompError
+from cpdecomp import Explainer, load_table, system_from_models
+from cpdecomp.core.errors import CpdecompError
 
 lightgbm = pytest.importorskip("lightgbm")
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes.csv"

@@ -11,10 +11,10 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from core.errors import CpdecompError
-from core.games.masking import MaskedEvaluator
-from core.model_files import load_model_file
-from core.system import system_from_models
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.games.masking import MaskedEvaluator
+from cpdecomp.core.model_files import load_model_file
+from cpdecomp.core.system import system_from_models
 
 skops_io = pytest.importorskip("skops.io")
 xgb = pytest.importorskip("xgboost")

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.output import tidy_frame
-from core.workflow import StudyOptions, prepare_study
+from cpdecomp.core.output import tidy_frame
+from cpdecomp.core.workflow import StudyOptions, prepare_study
 
 shap = pytest.importorskip("shap")
 

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.errors import CpdecompError
-from core.system import fit_system
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.system import fit_system
 
 
 def mixed_table(seed=0, n=240):

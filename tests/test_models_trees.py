@@ -28,11 +28,11 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 from sklearn.tree import DecisionTreeRegressor
 
-from core.explainer import Explainer
-from core.games.masking import MaskedEvaluator
-from core.games.tree_tables import TreeTables
-from core.games.trees import leaf_ensemble
-from core.system import system_from_models
+from cpdecomp.core.explainer import Explainer
+from cpdecomp.core.games.masking import MaskedEvaluator
+from cpdecomp.core.games.tree_tables import TreeTables
+from cpdecomp.core.games.trees import leaf_ensemble
+from cpdecomp.core.system import system_from_models
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")

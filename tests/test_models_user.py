@@ -12,10 +12,10 @@ from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from core.errors import CpdecompError
-from core.explainer import Explainer
-from core.models import MODEL_KINDS, model_kind
-from core.system import system_from_models
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.explainer import Explainer
+from cpdecomp.core.models import MODEL_KINDS, model_kind
+from cpdecomp.core.system import system_from_models
 
 FEATURES = ["age", "ward", "dose"]
 
@@ -133,7 +133,7 @@ def test_cqr_without_a_point_model_shows_the_midpoint(table):
 
 
 def test_a_study_takes_fitted_models_and_reports_them(table, fitted_pipeline):
-    from core.workflow import StudyOptions, prepare_study
+    from cpdecomp.core.workflow import StudyOptions, prepare_study
 
     data = table.iloc[120:]
     study = prepare_study(data, StudyOptions(target="y", family="normalized", background=30),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from core.optional import EXTRAS
+from cpdecomp.core.optional import EXTRAS
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data" / "diabetes.csv"
@@ -103,7 +103,7 @@ def module_imports(path: Path) -> tuple[set[str], set[str]]:
         else:
             continue
         third_party = {n for n in names if n not in sys.stdlib_module_names
-                       and n not in {"core", "__future__"}}
+                       and n not in {"cpdecomp", "__future__"}}
         if id(node) in type_checking:
             continue
         (nested if id(node) in function_nodes else top).update(third_party)
@@ -159,7 +159,7 @@ def test_dev_installs_everything() -> None:
 
 
 def test_the_schema_ships_in_the_wheel() -> None:
-    data = PYPROJECT["tool"]["setuptools"]["package-data"]["core"]
+    data = PYPROJECT["tool"]["setuptools"]["package-data"]["cpdecomp.core"]
     assert "schema/*.json" in data
     assert list((ROOT / "core" / "schema").glob("*.json"))
 
@@ -167,28 +167,28 @@ def test_the_schema_ships_in_the_wheel() -> None:
 # ------------------------------------------------------------------------- lazy imports
 
 
-def test_import_core_loads_no_heavy_library(tmp_path) -> None:
-    """`import core` is cheap: scikit-learn, numba, SciPy and pandas load on first use."""
-    done = run_without([], tmp_path, "-c", "import sys, core; print(','.join(sorted(m for m in "
+def test_import_cpdecomp_loads_no_heavy_library(tmp_path) -> None:
+    """`import cpdecomp` is cheap: scikit-learn, numba, SciPy and pandas load on first use."""
+    done = run_without([], tmp_path, "-c", "import sys, cpdecomp; print(','.join(sorted(m for m in "
                        "('sklearn', 'numba', 'scipy', 'pandas', 'shap') if m in sys.modules)))")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
 
 
-def test_the_public_names_still_import_from_core(tmp_path) -> None:
-    import core
+def test_the_public_names_import_from_the_front_door(tmp_path) -> None:
+    import cpdecomp
 
-    for name in core.__all__:
-        assert getattr(core, name) is not None, name
+    for name in cpdecomp.__all__:
+        assert getattr(cpdecomp, name) is not None, name
     with pytest.raises(AttributeError):
-        core.no_such_name  # noqa: B018
+        cpdecomp.no_such_name  # noqa: B018
 
 
 # ----------------------------------------------------------------------- missing extras
 
 
 def test_shap_kernel_without_shap_is_one_line_naming_the_extra(tmp_path) -> None:
-    done = run_without(["shap"], tmp_path, "-m", "core.cli", "explain", str(SAMPLE),
+    done = run_without(["shap"], tmp_path, "-m", "cpdecomp", "explain", str(SAMPLE),
                        "--target", "progression", "--id-column", "patient_id", "--model",
                        "linear", "--method", "shap-kernel", "--out", str(tmp_path / "o.csv"))
     line = one_error_line(done)
@@ -203,7 +203,7 @@ def test_the_engine_runs_without_any_extra(tmp_path, method) -> None:
     explains the sample; shap-permutation too, as it replays shap's draws without shap."""
     blocked = ["shap", "dask", "distributed", "streamlit", "plotly", "psycopg", "authlib"]
     out = tmp_path / "o.csv"
-    done = run_without(blocked, tmp_path, "-m", "core.cli", "explain", str(SAMPLE), "--target",
+    done = run_without(blocked, tmp_path, "-m", "cpdecomp", "explain", str(SAMPLE), "--target",
                        "progression", "--id-column", "patient_id", "--model", "linear",
                        "--method", method, "--out", str(out))
     assert done.returncode == 0, done.stderr
@@ -211,7 +211,7 @@ def test_the_engine_runs_without_any_extra(tmp_path, method) -> None:
 
 
 def test_a_scheduler_without_dask_is_one_line_naming_the_extra(tmp_path) -> None:
-    done = run_without(["dask", "distributed"], tmp_path, "-m", "core.cli", "explain",
+    done = run_without(["dask", "distributed"], tmp_path, "-m", "cpdecomp", "explain",
                        str(SAMPLE), "--target", "progression", "--scheduler",
                        "tcp://127.0.0.1:1", "--out", str(tmp_path / "o.csv"))
     line = one_error_line(done)
@@ -221,8 +221,8 @@ def test_a_scheduler_without_dask_is_one_line_naming_the_extra(tmp_path) -> None
 
 def test_a_postgres_review_store_without_psycopg_names_the_extra(tmp_path) -> None:
     done = run_without(["psycopg"], tmp_path, "-c", (
-        "from app.reviews import ReviewStore\n"
-        "from core.errors import CpdecompError\n"
+        "from cpdecomp.app.reviews import ReviewStore\n"
+        "from cpdecomp.core.errors import CpdecompError\n"
         "try:\n"
         "    ReviewStore('postgresql://nobody@127.0.0.1:1/none')\n"
         "except CpdecompError as error:\n"
@@ -235,8 +235,8 @@ def test_a_postgres_review_store_without_psycopg_names_the_extra(tmp_path) -> No
 def test_a_broken_install_of_an_extra_says_so(tmp_path) -> None:
     """shap is there but a package it needs is not: not 'install shap' but 'reinstall'."""
     done = run_without(["slicer"], tmp_path, "-c", (
-        "from core.optional import require\n"
-        "from core.errors import CpdecompError\n"
+        "from cpdecomp.core.optional import require\n"
+        "from cpdecomp.core.errors import CpdecompError\n"
         "try:\n"
         "    require('shap', 'the shap-kernel method')\n"
         "except CpdecompError as error:\n"

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from core.conformal import conformal_rank, kth_smallest, minimum_calibration_size
-from core.errors import CpdecompError
+from cpdecomp.core.conformal import conformal_rank, kth_smallest, minimum_calibration_size
+from cpdecomp.core.errors import CpdecompError
 
 # (n, alpha, k), each worked out by hand as (n + 1)(1 - alpha) rounded up.
 RANK_TABLE = [

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.cli import main
+from cpdecomp.core.cli import main
 
 
 @pytest.mark.slow

@@ -21,9 +21,9 @@ import pytest
 from ci_policy import environment_url, unavailable
 from psycopg import sql
 
-from app import reviews
-from app.reviews import ReviewStore
-from core.errors import CpdecompError
+from cpdecomp.app import reviews
+from cpdecomp.app.reviews import ReviewStore
+from cpdecomp.core.errors import CpdecompError
 
 
 def require_postgres_url() -> str:
@@ -320,7 +320,7 @@ def test_a_database_that_went_away_is_not_waited_for_on_every_page(
         postgres_location: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """After the server could not be reached, reads fail at once for a while (pages keep
     answering), then the store tries the server again; a database that answers is unaffected."""
-    from app.reviews import postgres
+    from cpdecomp.app.reviews import postgres
 
     store = ReviewStore(postgres_location)
     attempts = []
@@ -362,7 +362,7 @@ def test_a_role_at_its_connection_limit_waits_and_32_sessions_lose_no_write(
     clients hold all but two: the store's pool (4 connections a process) meets "too many
     connections", waits for its own connections instead of failing, and does not take the
     busy server for a down one. Every one of the 960 writes is there."""
-    from app.reviews import postgres
+    from cpdecomp.app.reviews import postgres
 
     limited = environment_url(LIMITED_URL_VAR)
     limit = connection_limit(limited)
@@ -405,7 +405,7 @@ def test_a_role_at_its_connection_limit_waits_and_32_sessions_lose_no_write(
 def test_a_pooled_connection_the_server_dropped_is_replaced(postgres_location: str) -> None:
     """A server restart (here: the server ending the store's idle connections) costs no
     failed operation: a connection idle for a while is checked before it is reused."""
-    from app.reviews import postgres
+    from cpdecomp.app.reviews import postgres
 
     store = ReviewStore(postgres_location)
     store.record("k", "P1", "reviewed", note="before")
@@ -441,8 +441,8 @@ def test_the_sqlite_database_is_created_readable_by_its_owner_only(tmp_path: Pat
 
 READ_AS_ANOTHER_USER = """
 import sys
-from app.reviews import ReviewStore
-from core.errors import CpdecompError
+from cpdecomp.app.reviews import ReviewStore
+from cpdecomp.core.errors import CpdecompError
 store = ReviewStore(sys.argv[1])
 print([e.note for e in store.history("k")])
 try:

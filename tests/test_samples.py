@@ -15,16 +15,16 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
-from core import Explainer, StudyOptions, prepare_study, system_from_functions
-from sample_data import SAMPLES, load_sample
-from sample_data.known_answers import cf_abs, cf_dual, cf_noise
-from sample_data.semisynthetic import (
+from cpdecomp import Explainer, StudyOptions, prepare_study, system_from_functions
+from cpdecomp.sample_data import SAMPLES, load_sample
+from cpdecomp.sample_data.known_answers import cf_abs, cf_dual, cf_noise
+from cpdecomp.sample_data.semisynthetic import (
     DRIVER_THRESHOLD,
     NOISE_EFFECTS,
     load_covariates,
     make_semisynthetic,
 )
-from sample_data.synthetic import FEATURES, SyntheticSpec, make_synthetic
+from cpdecomp.sample_data.synthetic import FEATURES, SyntheticSpec, make_synthetic
 
 HERE = Path(__file__).resolve().parents[1] / "sample_data"
 
@@ -89,7 +89,7 @@ EXTRACTION_PACKAGES = ("lifelines", "statsmodels")
     reason="regenerating the real tables needs lifelines and statsmodels (not dependencies)",
 )
 def test_real_tables_regenerate_from_the_packages_data():
-    from sample_data import make_samples
+    from cpdecomp.sample_data import make_samples
 
     for name, build in (("actg175", make_samples.actg175), ("rand_hie", make_samples.rand_hie)):
         shipped = pd.read_csv(HERE / f"{name}.csv")

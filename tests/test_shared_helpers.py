@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.atomic import atomic_write, staged_file
-from core.bounded import BoundedCache
-from core.missing import entirely_missing, is_missing, text_cells
+from cpdecomp.core.atomic import atomic_write, staged_file
+from cpdecomp.core.bounded import BoundedCache
+from cpdecomp.core.missing import entirely_missing, is_missing, text_cells
 
 
 def test_an_atomic_write_replaces_the_file_whole_or_leaves_it_as_it_was(tmp_path):

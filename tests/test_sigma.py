@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import StudyOptions, fit_system, prepare_study, system_from_models
-from core.explainer import draw_background
-from core.games import MaskedEvaluator
-from core.models import sigma_lower_bound
-from sample_data import SAMPLES, load_sample
+from cpdecomp import StudyOptions, fit_system, prepare_study, system_from_models
+from cpdecomp.core.explainer import draw_background
+from cpdecomp.core.games import MaskedEvaluator
+from cpdecomp.core.models import sigma_lower_bound
+from cpdecomp.sample_data import SAMPLES, load_sample
 
 REAL_SAMPLES = ["diabetes", "actg175", "rand_hie"]
 

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-import core.games.calibration as calibration_module
-import core.games.tree_tables as tree_tables
-from core import Explainer, fit_system
-from core.attribution import build_design
-from core.explainer import draw_background
-from core.games import CalibrationGame, MaskedEvaluator
-from core.games.cache import GameCache
-from core.games.tree_tables import TreeTables
-from core.games.trees import leaf_ensemble
+import cpdecomp.core.games.calibration as calibration_module
+import cpdecomp.core.games.tree_tables as tree_tables
+from cpdecomp import Explainer, fit_system
+from cpdecomp.core.attribution import build_design
+from cpdecomp.core.explainer import draw_background
+from cpdecomp.core.games import CalibrationGame, MaskedEvaluator
+from cpdecomp.core.games.cache import GameCache
+from cpdecomp.core.games.tree_tables import TreeTables
+from cpdecomp.core.games.trees import leaf_ensemble
 
 
 def mixed_table(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import load_table
-from core.errors import CpdecompError
-from core.output import write_report, write_reports
-from core.tables import TableLimits, iter_table
-from core.workflow import StudyOptions, prepare_streamed_study, prepare_study
+from cpdecomp import load_table
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.output import write_report, write_reports
+from cpdecomp.core.tables import TableLimits, iter_table
+from cpdecomp.core.workflow import StudyOptions, prepare_streamed_study, prepare_study
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((ROOT / "sample_data").glob("*.csv"))
@@ -156,7 +156,7 @@ def test_the_command_line_streams_the_patients_file(tmp_path):
     paths = system_files(tmp_path)
     out = tmp_path / "cli.csv"
     done = subprocess.run(
-        [sys.executable, "-m", "core.cli", "explain", str(paths["patients"]), "--target", "y",
+        [sys.executable, "-m", "cpdecomp", "explain", str(paths["patients"]), "--target", "y",
          "--id-column", "pid", "--train", str(paths["train"]), "--calibration",
          str(paths["calibration"]), "--model", "linear", "--out", str(out), "-v"],
         capture_output=True, text=True, cwd=ROOT, check=False)

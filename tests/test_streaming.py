@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import core.explainer
-from core import load_table
-from core.output import write_report, write_reports
-from core.workflow import StudyOptions, join_reports, prepare_study
+import cpdecomp.core.explainer
+from cpdecomp import load_table
+from cpdecomp.core.output import write_report, write_reports
+from cpdecomp.core.workflow import StudyOptions, join_reports, prepare_study
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes.csv"
 
@@ -26,7 +26,7 @@ def study():
 
 def seven_patients_a_chunk(study, monkeypatch) -> None:
     coalitions = len(study.explainer.design("permutation", 4).coalitions)
-    monkeypatch.setattr(core.explainer, "CELLS_PER_CHUNK", 7 * coalitions)
+    monkeypatch.setattr(cpdecomp.core.explainer, "CELLS_PER_CHUNK", 7 * coalitions)
 
 
 @pytest.mark.parametrize("suffix", ["csv", "json", "parquet"])

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = SYSTEM_CODE + """
 import threading
 import numba
-from core.parallel import threadsafe_layer
+from cpdecomp.core.parallel import threadsafe_layer
 
 rows = system.fitted.encode(table)
 widths, failures = {}, []

@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import fit_system
-from core.attribution import build_design
-from core.errors import CpdecompError
-from core.explainer import draw_background
-from core.games import MaskedEvaluator
-from core.games.calibration import CalibrationGame
-from core.games.instance import instance_values
+from cpdecomp import fit_system
+from cpdecomp.core.attribution import build_design
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.explainer import draw_background
+from cpdecomp.core.games import MaskedEvaluator
+from cpdecomp.core.games.calibration import CalibrationGame
+from cpdecomp.core.games.instance import instance_values
 
 ALPHA = 0.2
 

@@ -8,8 +8,8 @@ import pickle
 
 import numpy as np
 
-from core import Explainer
-from core.games.cache import GameCache
+from cpdecomp import Explainer
+from cpdecomp.core.games.cache import GameCache
 
 
 def test_unpickled_games_work_out_the_designs_players_once(diabetes_system, tmp_path):
@@ -51,7 +51,7 @@ class ThreadsSeen:
 def test_local_workers_share_the_cores_between_their_thread_pools():
     """Two workers on all the cores: each one's numba, OpenMP and BLAS pools get half of them
     (a worker's pools sized to every core oversubscribe them, and OpenMP threads spin)."""
-    from core import workers
+    from cpdecomp.core import workers
 
     share = max(1, (os.cpu_count() or 1) // 2)
     seen = [row for part in workers.explain_in_workers(ThreadsSeen(), [[0], [1], [2], [3]], 2)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from app.reviews.events import (
+from cpdecomp.app.reviews.events import (
     MAX_NAME,
     MAX_NOTE,
     SCHEMA_VERSION,
@@ -39,9 +39,9 @@ from app.reviews.events import (
     ReviewEvent,
     Status,
 )
-from app.reviews.postgres import PostgresBackend, redact
-from app.reviews.sqlite import SQLiteBackend
-from core.errors import CpdecompError
+from cpdecomp.app.reviews.postgres import PostgresBackend, redact
+from cpdecomp.app.reviews.sqlite import SQLiteBackend
+from cpdecomp.core.errors import CpdecompError
 
 __all__ = ["ENV_VAR", "MAX_NOTE", "SCHEMA_VERSION", "STATUSES", "ReviewEvent", "ReviewStore",
            "Status", "configured_location", "default_path", "redact", "user_data_dir"]

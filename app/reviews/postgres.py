@@ -27,9 +27,9 @@ try:
 except ModuleNotFoundError:  # without the [postgres] extra; PostgresBackend() names it
     psycopg = None  # type: ignore[assignment]
 
-from app.reviews.events import SCHEMA_VERSION, ReviewEvent
-from core.errors import CpdecompError
-from core.optional import require
+from cpdecomp.app.reviews.events import SCHEMA_VERSION, ReviewEvent
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.optional import require
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS cpdecomp_schema (

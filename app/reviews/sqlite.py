@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from app.reviews.events import SCHEMA_VERSION, ReviewEvent
-from core.errors import CpdecompError
+from cpdecomp.app.reviews.events import SCHEMA_VERSION, ReviewEvent
+from cpdecomp.core.errors import CpdecompError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS datasets (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import cases, charts, glossary, planning, state, summaries, widgets
-from app.text import markdown_text, people_number, table_format
-from app.views import interactions
+from cpdecomp.app import cases, charts, glossary, planning, state, summaries, widgets
+from cpdecomp.app.text import markdown_text, people_number, table_format
+from cpdecomp.app.views import interactions
 
 st.title("Cohort")
 results = widgets.require_results()

@@ -7,12 +7,12 @@ from collections.abc import Callable
 import numpy as np
 import streamlit as st
 
-from app import charts, housekeeping, planning, sources, state, widgets
-from app.text import markdown_text, people_number
-from core import choose_columns, target_values
-from core.data import require_values, require_varied_target
-from core.errors import CpdecompError
-from sample_data import SAMPLES
+from cpdecomp import choose_columns, target_values
+from cpdecomp.app import charts, housekeeping, planning, sources, state, widgets
+from cpdecomp.app.text import markdown_text, people_number
+from cpdecomp.core.data import require_values, require_varied_target
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.sample_data import SAMPLES
 
 st.title("Data")
 st.caption("Start from the bundled sample, or bring a table of patients (CSV or Parquet). "

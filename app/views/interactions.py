@@ -12,11 +12,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import charts, widgets
-from app.state import Results
-from app.text import decimals_for, markdown_text, plotly_text, table_format
-from core.attribution import MAX_EXACT_PLAYERS, METHOD_LABELS
-from core.interactions import VIEWS, Interactions
+from cpdecomp.app import charts, widgets
+from cpdecomp.app.state import Results
+from cpdecomp.app.text import decimals_for, markdown_text, plotly_text, table_format
+from cpdecomp.core.attribution import MAX_EXACT_PLAYERS, METHOD_LABELS
+from cpdecomp.core.interactions import VIEWS, Interactions
 
 TOP_PAIRS = 10
 """Pairs in the table: the strongest by the total's mean size over the patients."""

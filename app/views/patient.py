@@ -12,9 +12,19 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from app import auth, cases, charts, glossary, html_charts, state, summaries, whatif, widgets
-from app.text import file_name_part, markdown_text, people_number
-from core.errors import CpdecompError
+from cpdecomp.app import (
+    auth,
+    cases,
+    charts,
+    glossary,
+    html_charts,
+    state,
+    summaries,
+    whatif,
+    widgets,
+)
+from cpdecomp.app.text import file_name_part, markdown_text, people_number
+from cpdecomp.core.errors import CpdecompError
 
 st.title("Patient")
 results = widgets.require_results()

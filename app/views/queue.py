@@ -7,11 +7,11 @@ import logging
 import numpy as np
 import streamlit as st
 
-from app import auth, cases, export, state, summaries, widgets
-from app.reviews import ReviewStore
-from app.reviews.events import Status
-from app.text import file_name_part, markdown_text, people_number, table_format
-from core.errors import CpdecompError
+from cpdecomp.app import auth, cases, export, state, summaries, widgets
+from cpdecomp.app.reviews import ReviewStore
+from cpdecomp.app.reviews.events import Status
+from cpdecomp.app.text import file_name_part, markdown_text, people_number, table_format
+from cpdecomp.core.errors import CpdecompError
 
 logger = logging.getLogger("cpdecomp.app.queue")  # a page runs as __main__
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
-from app import planning, runs, state, widgets
-from app.text import markdown_text
-from core import FAMILIES, MODELS, target_values
-from core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
-from core.errors import CpdecompError
+from cpdecomp import FAMILIES, MODELS, target_values
+from cpdecomp.app import planning, runs, state, widgets
+from cpdecomp.app.text import markdown_text
+from cpdecomp.core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
+from cpdecomp.core.errors import CpdecompError
 
 st.title("Setup")
 dataset = state.current_dataset()

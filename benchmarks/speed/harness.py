@@ -26,7 +26,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before any OpenMP runtime
 
 # Light on purpose: the browser benchmarks (load.py, dashboard.py) import this module, and
 # numba, NumPy and scikit-learn load only where a benchmark computes (numba in describe_machine).
-from core.versions import REPORTED, library_versions
+from cpdecomp.core.versions import REPORTED, library_versions
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 2**20

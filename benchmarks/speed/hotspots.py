@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from core.explainer import CELLS_PER_CHUNK
+from cpdecomp.core.explainer import CELLS_PER_CHUNK
 
 from .harness import timed
 from .measures import counting_predictions

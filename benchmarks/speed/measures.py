@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import shap
 
-from core import Explainer
-from core.conformal import conformal_rank
-from core.games import MaskedEvaluator, instance_values
-from core.games.masking import ROWS_PER_CALL
-from core.system import ConformalSystem
+from cpdecomp import Explainer
+from cpdecomp.core.conformal import conformal_rank
+from cpdecomp.core.games import MaskedEvaluator, instance_values
+from cpdecomp.core.games.masking import ROWS_PER_CALL
+from cpdecomp.core.system import ConformalSystem
 
 from .harness import Memory, PeakMemory, log, percentile, release_free_memory, timed, timed_cpu
 from .plan import NAIVE_TARGETS, Cell, Plan

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core import Explainer, fit_system
-from core.games.cache import GameCache
-from core.system import ConformalSystem, FittedSystem
+from cpdecomp import Explainer, fit_system
+from cpdecomp.core.games.cache import GameCache
+from cpdecomp.core.system import ConformalSystem, FittedSystem
 
 SEED = 0
 ALPHA = 0.1

@@ -9,22 +9,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import comb
 
-from core.attribution.banzhaf import DEFAULT_BANZHAF_SAMPLES, banzhaf_design, sampled_banzhaf_design
-from core.attribution.base import Design, MatrixDesign
-from core.attribution.exact import MAX_EXACT_PLAYERS, exact_shapley_design
-from core.attribution.groups import GroupedDesign, grouped_design
-from core.attribution.kernel import (
+from cpdecomp.core.attribution.banzhaf import (
+    DEFAULT_BANZHAF_SAMPLES,
+    banzhaf_design,
+    sampled_banzhaf_design,
+)
+from cpdecomp.core.attribution.base import Design, MatrixDesign
+from cpdecomp.core.attribution.exact import MAX_EXACT_PLAYERS, exact_shapley_design
+from cpdecomp.core.attribution.groups import GroupedDesign, grouped_design
+from cpdecomp.core.attribution.kernel import (
     DEFAULT_KERNEL_BUDGET,
     kernel_shap_design,
     minimum_kernel_budget,
 )
-from core.attribution.leave_one_out import leave_one_out_design
-from core.attribution.permutation import DEFAULT_PERMUTATIONS, permutation_design
-from core.attribution.refused import NOT_DECOMPOSABLE
-from core.attribution.shap_kernel import shap_kernel_design
-from core.attribution.shap_permutation import shap_permutation_design
-from core.attribution.terms import TermDesign
-from core.errors import CpdecompError
+from cpdecomp.core.attribution.leave_one_out import leave_one_out_design
+from cpdecomp.core.attribution.permutation import DEFAULT_PERMUTATIONS, permutation_design
+from cpdecomp.core.attribution.refused import NOT_DECOMPOSABLE
+from cpdecomp.core.attribution.shap_kernel import shap_kernel_design
+from cpdecomp.core.attribution.shap_permutation import shap_permutation_design
+from cpdecomp.core.attribution.terms import TermDesign
+from cpdecomp.core.errors import CpdecompError
 
 DesignBuilder = Callable[..., Design]
 """builder(n_players, budget=None, seed=0) -> Design."""

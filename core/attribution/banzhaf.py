@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.attribution.exact import MAX_EXACT_PLAYERS
-from core.attribution.terms import TermDesign, design_from_terms
-from core.coalitions import coalitions_from_bits
-from core.errors import CpdecompError
+from cpdecomp.core.attribution.exact import MAX_EXACT_PLAYERS
+from cpdecomp.core.attribution.terms import TermDesign, design_from_terms
+from cpdecomp.core.coalitions import coalitions_from_bits
+from cpdecomp.core.errors import CpdecompError
 
 DEFAULT_BANZHAF_SAMPLES = 128
 

@@ -23,7 +23,7 @@ from functools import cached_property
 
 import numpy as np
 
-from core.typing import Coalitions, FloatArray
+from cpdecomp.core.typing import Coalitions, FloatArray
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

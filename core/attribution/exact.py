@@ -6,10 +6,10 @@ from math import factorial
 
 import numpy as np
 
-from core.attribution.base import Design
-from core.attribution.terms import design_from_terms
-from core.coalitions import coalitions_from_bits
-from core.errors import CpdecompError
+from cpdecomp.core.attribution.base import Design
+from cpdecomp.core.attribution.terms import design_from_terms
+from cpdecomp.core.coalitions import coalitions_from_bits
+from cpdecomp.core.errors import CpdecompError
 
 MAX_EXACT_PLAYERS = 16
 """2^16 = 65,536 coalitions: beyond this, enumeration costs more than sampling is worth."""

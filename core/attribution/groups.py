@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.attribution.base import Design
-from core.errors import CpdecompError
-from core.typing import FloatArray
+from cpdecomp.core.attribution.base import Design
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import FloatArray
 
 Groups = tuple[tuple[int, ...], ...]
 

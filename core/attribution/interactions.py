@@ -29,10 +29,10 @@ from typing import Literal
 import numpy as np
 from numba import njit
 
-from core.attribution.exact import MAX_EXACT_PLAYERS
-from core.coalitions import bits_from_coalitions
-from core.errors import CpdecompError
-from core.typing import Coalitions, FloatArray
+from cpdecomp.core.attribution.exact import MAX_EXACT_PLAYERS
+from cpdecomp.core.coalitions import bits_from_coalitions
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import Coalitions, FloatArray
 
 InteractionIndex = Literal["SII", "k-SII"]
 INDICES: tuple[InteractionIndex, ...] = ("SII", "k-SII")

@@ -18,10 +18,10 @@ from math import comb
 
 import numpy as np
 
-from core.attribution.regression import Draws, RegressionDesign, regression_design
-from core.coalitions import coalition_keys
-from core.errors import CpdecompError
-from core.typing import Coalitions
+from cpdecomp.core.attribution.regression import Draws, RegressionDesign, regression_design
+from cpdecomp.core.coalitions import coalition_keys
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import Coalitions
 
 DEFAULT_KERNEL_BUDGET = 1024
 """Coalitions evaluated by default: the smallest budget of the wide benchmark's ladder (1,024,

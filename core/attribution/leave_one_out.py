@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.attribution.terms import TermDesign, design_from_terms
+from cpdecomp.core.attribution.terms import TermDesign, design_from_terms
 
 
 def leave_one_out_design(n_players: int, budget: int | None = None,

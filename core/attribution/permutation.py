@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.attribution.terms import TermDesign, design_from_terms
-from core.errors import CpdecompError
+from cpdecomp.core.attribution.terms import TermDesign, design_from_terms
+from cpdecomp.core.errors import CpdecompError
 
 DEFAULT_PERMUTATIONS = 64
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.attribution.base import MatrixDesign, as_games
-from core.errors import CpdecompError
-from core.typing import Coalitions, FloatArray
+from cpdecomp.core.attribution.base import MatrixDesign, as_games
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import Coalitions, FloatArray
 
 MAX_CONDITION = 1e12
 """Beyond this condition number the regression is under-determined by its coalitions."""

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from core.errors import CpdecompError
+from cpdecomp.core.errors import CpdecompError
 
 _GLOBAL_STATE_LOCK = threading.Lock()
 

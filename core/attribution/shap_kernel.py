@@ -16,15 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from core.attribution.kernel import (
+from cpdecomp.core.attribution.kernel import (
     Schedule,
     checked_kernel_budget,
     kernel_schedule,
 )
-from core.attribution.regression import Draws, RegressionDesign, regression_design
-from core.attribution.shap_backend import global_numpy_seed, mask_instance
-from core.errors import CpdecompError
-from core.optional import require
+from cpdecomp.core.attribution.regression import Draws, RegressionDesign, regression_design
+from cpdecomp.core.attribution.shap_backend import global_numpy_seed, mask_instance
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.optional import require
 
 METHOD_NAME = "shap's KernelExplainer"
 

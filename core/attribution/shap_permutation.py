@@ -17,11 +17,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from core.attribution.permutation import DEFAULT_PERMUTATIONS, design_from_orders
-from core.attribution.shap_backend import global_numpy_seed, mask_instance
-from core.attribution.terms import TermDesign
-from core.errors import CpdecompError
-from core.optional import require
+from cpdecomp.core.attribution.permutation import DEFAULT_PERMUTATIONS, design_from_orders
+from cpdecomp.core.attribution.shap_backend import global_numpy_seed, mask_instance
+from cpdecomp.core.attribution.terms import TermDesign
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.optional import require
 
 
 def shap_permutation_design(n_players: int, budget: int | None = None,

@@ -11,8 +11,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from core.parallel import parallel_section
-from core.typing import FloatArray
+from cpdecomp.core.parallel import parallel_section
+from cpdecomp.core.typing import FloatArray
 
 ROWS_PER_BLOCK = 256
 """Games (patients) per block when applying a design, to bound the (games × terms) buffer."""

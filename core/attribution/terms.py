@@ -15,10 +15,10 @@ from functools import cached_property
 import numpy as np
 from scipy import sparse
 
-from core.attribution.base import Design, as_games
-from core.attribution.term_kernels import ROWS_PER_BLOCK, apply_terms
-from core.coalitions import packed, row_keys, unique_coalitions
-from core.typing import Coalitions, FloatArray
+from cpdecomp.core.attribution.base import Design, as_games
+from cpdecomp.core.attribution.term_kernels import ROWS_PER_BLOCK, apply_terms
+from cpdecomp.core.coalitions import packed, row_keys, unique_coalitions
+from cpdecomp.core.typing import Coalitions, FloatArray
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,18 +1,18 @@
 """Separable split-conformal families; the registry's keys are the labels users type."""
 
-from core.conformal.absolute import AbsoluteResidual
-from core.conformal.base import Family, Scale, from_width_scale, to_width_scale
-from core.conformal.cqr import ConformalizedQuantile
-from core.conformal.cqr_range import RangeScaledQuantile
-from core.conformal.gamma import GammaResidual
-from core.conformal.normalized import NormalizedResidual
-from core.conformal.rank import (
+from cpdecomp.core.conformal.absolute import AbsoluteResidual
+from cpdecomp.core.conformal.base import Family, Scale, from_width_scale, to_width_scale
+from cpdecomp.core.conformal.cqr import ConformalizedQuantile
+from cpdecomp.core.conformal.cqr_range import RangeScaledQuantile
+from cpdecomp.core.conformal.gamma import GammaResidual
+from cpdecomp.core.conformal.normalized import NormalizedResidual
+from cpdecomp.core.conformal.rank import (
     alpha_fraction,
     conformal_rank,
     kth_smallest,
     minimum_calibration_size,
 )
-from core.errors import CpdecompError
+from cpdecomp.core.errors import CpdecompError
 
 FAMILIES: dict[str, Family] = {
     family.name: family

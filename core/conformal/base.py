@@ -13,8 +13,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from core.errors import CpdecompError
-from core.typing import FloatArray
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import FloatArray
 
 Scale = Literal["identity", "log"]
 Components = Mapping[str, FloatArray]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.conformal.base import Components, Scale, require_positive
-from core.errors import CpdecompError
-from core.typing import FloatArray
+from cpdecomp.core.conformal.base import Components, Scale, require_positive
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import FloatArray
 
 
 class GammaResidual:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.conformal.base import Components, Scale, require_finite, require_positive
-from core.typing import FloatArray
+from cpdecomp.core.conformal.base import Components, Scale, require_finite, require_positive
+from cpdecomp.core.typing import FloatArray
 
 
 class NormalizedResidual:

@@ -12,8 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from core.errors import CpdecompError
-from core.typing import FloatArray
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import FloatArray
 
 
 def alpha_fraction(alpha: float | str | Fraction) -> Fraction:

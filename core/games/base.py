@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from core.conformal import Family, Scale
-from core.typing import Coalitions, FloatArray
+from cpdecomp.core.conformal import Family, Scale
+from cpdecomp.core.typing import Coalitions, FloatArray
 
 
 @runtime_checkable

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from core.atomic import atomic_write
-from core.errors import CpdecompError
-from core.versions import library_versions
+from cpdecomp.core.atomic import atomic_write
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.versions import library_versions
 
 CACHE_DIR_ENV = "CPDECOMP_CACHE_DIR"
 """Directory of the disk cache; set it to an empty string to keep the cache in memory only."""

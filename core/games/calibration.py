@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from core.cancel import checkpoint
-from core.conformal import Family, conformal_rank
-from core.games.base import Game, GameKind
-from core.games.masking import MaskedEvaluator
-from core.parallel import parallel_section
-from core.typing import Coalitions, FloatArray
+from cpdecomp.core.cancel import checkpoint
+from cpdecomp.core.conformal import Family, conformal_rank
+from cpdecomp.core.games.base import Game, GameKind
+from cpdecomp.core.games.masking import MaskedEvaluator
+from cpdecomp.core.parallel import parallel_section
+from cpdecomp.core.typing import Coalitions, FloatArray
 
 CELLS_PER_CHUNK = 1 << 20
 """(calibration rows × coalitions) masked at once: 8 MiB per component (256 rows at d = 12)."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.conformal import Family
-from core.games.base import Game, GameKind
-from core.games.masking import MaskedEvaluator
-from core.typing import Coalitions, FloatArray
+from cpdecomp.core.conformal import Family
+from cpdecomp.core.games.base import Game, GameKind
+from cpdecomp.core.games.masking import MaskedEvaluator
+from cpdecomp.core.typing import Coalitions, FloatArray
 
 INSTANCE_GAME = GameKind("instance", "Instance game", "v_I", per_patient=True, uses_alpha=False)
 

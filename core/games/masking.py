@@ -17,14 +17,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from core.bounded import BoundedCache
-from core.cancel import checkpoint
-from core.coalitions import column_players
-from core.errors import CpdecompError
-from core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
-from core.games.trees import leaf_ensemble
-from core.models import Component
-from core.typing import Coalitions, FloatArray
+from cpdecomp.core.bounded import BoundedCache
+from cpdecomp.core.cancel import checkpoint
+from cpdecomp.core.coalitions import column_players
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
+from cpdecomp.core.games.trees import leaf_ensemble
+from cpdecomp.core.models import Component
+from cpdecomp.core.typing import Coalitions, FloatArray
 
 MaskingPath = Literal["auto", "tables", "brute"]
 MASKING_PATHS: tuple[MaskingPath, ...] = ("auto", "tables", "brute")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 
-from core.games.tree_records import (
+from cpdecomp.core.games.tree_records import (
     LEFT,
     MISSING,
     N_CODES,
@@ -27,7 +27,7 @@ from core.games.tree_records import (
     LeafEnsemble,
     leaf_paths,
 )
-from core.models import (
+from cpdecomp.core.models import (
     DesignMatrix,
     DesignPredictor,
     EncodedPredictor,

@@ -15,8 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from core.games.tree_records import LEFT, N_CODES, RIGHT, Condition, LeafEnsemble, leaf_paths
-from core.models.lightgbm_model import booster
+from cpdecomp.core.games.tree_records import (
+    LEFT,
+    N_CODES,
+    RIGHT,
+    Condition,
+    LeafEnsemble,
+    leaf_paths,
+)
+from cpdecomp.core.models.lightgbm_model import booster
 
 IDENTITY_LINKS = {"regression", "regression_l1", "huber", "fair", "quantile", "mape"}
 ZERO_BAND = float(np.float32(1e-35))

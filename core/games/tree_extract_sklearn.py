@@ -19,8 +19,8 @@ from sklearn.ensemble import (
 )
 from sklearn.tree import DecisionTreeRegressor
 
-from core.games.tree_extract import hgb_leaves
-from core.games.tree_records import Condition, LeafEnsemble, leaf_paths
+from cpdecomp.core.games.tree_extract import hgb_leaves
+from cpdecomp.core.games.tree_records import Condition, LeafEnsemble, leaf_paths
 
 
 def _tree_leaves(estimators: list, scale: float) -> tuple[list, list, list]:

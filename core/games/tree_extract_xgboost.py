@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from core.games.tree_records import Condition, LeafEnsemble, leaf_paths
-from core.models.xgboost_model import booster_trees
+from cpdecomp.core.games.tree_records import Condition, LeafEnsemble, leaf_paths
+from cpdecomp.core.models.xgboost_model import booster_trees
 
 
 def _condition(tree: dict, node: int, go_left: bool) -> Condition:

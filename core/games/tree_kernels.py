@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from core.games.tree_records import LEFT, MISSING
+from cpdecomp.core.games.tree_records import LEFT, MISSING
 
 
 class SplitTests(NamedTuple):

@@ -20,9 +20,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from core.games.tree_records import LEFT, MISSING, N_CODES, RIGHT, Condition, LeafEnsemble
-from core.models.pipeline_columns import ColumnSources, dense
-from core.models.raw_table import TableDecoder
+from cpdecomp.core.games.tree_records import LEFT, MISSING, N_CODES, RIGHT, Condition, LeafEnsemble
+from cpdecomp.core.models.pipeline_columns import ColumnSources, dense
+from cpdecomp.core.models.raw_table import TableDecoder
 
 SIGN = np.int64(-0x8000000000000000)
 LARGEST = np.finfo(np.float64).max

@@ -27,9 +27,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from core.bounded import BoundedCache
-from core.coalitions import bits_from_coalitions, packed, row_keys
-from core.games.tree_kernels import (
+from cpdecomp.core.bounded import BoundedCache
+from cpdecomp.core.coalitions import bits_from_coalitions, packed, row_keys
+from cpdecomp.core.games.tree_kernels import (
     Failures,
     LeafGroups,
     LeafPaths,
@@ -44,9 +44,9 @@ from core.games.tree_kernels import (
     _plain_serial,
     _probability_tables,
 )
-from core.games.tree_records import Condition, LeafEnsemble
-from core.parallel import parallel_section
-from core.typing import Coalitions, FloatArray
+from cpdecomp.core.games.tree_records import Condition, LeafEnsemble
+from cpdecomp.core.parallel import parallel_section
+from cpdecomp.core.typing import Coalitions, FloatArray
 
 MAX_LATTICE_PLAYERS = 16
 MAX_PATH_PLAYERS = 20

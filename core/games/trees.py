@@ -7,10 +7,10 @@ Anything else returns None and is evaluated by brute force.
 
 from __future__ import annotations
 
-from core.games.tree_extract import builtin_leaf_ensemble
-from core.games.tree_records import LeafEnsemble, mean_of
-from core.games.user_trees import user_leaf_ensemble
-from core.models import MeanPredictor, Predictor, UserModelPredictor
+from cpdecomp.core.games.tree_extract import builtin_leaf_ensemble
+from cpdecomp.core.games.tree_records import LeafEnsemble, mean_of
+from cpdecomp.core.games.user_trees import user_leaf_ensemble
+from cpdecomp.core.models import MeanPredictor, Predictor, UserModelPredictor
 
 
 def leaf_ensemble(predictor: Predictor) -> LeafEnsemble | None:

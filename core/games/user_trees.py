@@ -18,15 +18,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import core.games.tree_extract_lightgbm as tree_extract_lightgbm
-import core.games.tree_extract_sklearn as tree_extract_sklearn
-import core.games.tree_extract_xgboost as tree_extract_xgboost
-from core.games.tree_records import LeafEnsemble
-from core.games.tree_rewrite import PreprocessedInputs, rewrite
-from core.models import model_kind
-from core.models.lightgbm_model import booster as lightgbm_booster
-from core.models.pipeline_columns import ColumnSources, column_sources
-from core.models.user_model import UserModelPredictor
+import cpdecomp.core.games.tree_extract_lightgbm as tree_extract_lightgbm
+import cpdecomp.core.games.tree_extract_sklearn as tree_extract_sklearn
+import cpdecomp.core.games.tree_extract_xgboost as tree_extract_xgboost
+from cpdecomp.core.games.tree_records import LeafEnsemble
+from cpdecomp.core.games.tree_rewrite import PreprocessedInputs, rewrite
+from cpdecomp.core.models import model_kind
+from cpdecomp.core.models.lightgbm_model import booster as lightgbm_booster
+from cpdecomp.core.models.pipeline_columns import ColumnSources, column_sources
+from cpdecomp.core.models.user_model import UserModelPredictor
 
 INPUT_LEAVES: dict[str, Callable[[Any], LeafEnsemble | None]] = {
     "sklearn-trees": tree_extract_sklearn.input_leaves,

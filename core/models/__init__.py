@@ -5,8 +5,8 @@ path it has. `MODEL_KINDS` does the same for the kinds of fitted model a user ca
 boosters' own libraries are imported only when a model of theirs is used.
 """
 
-from core.errors import CpdecompError
-from core.models.base import (
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.models.base import (
     MAX_LEAVES,
     N_TREES,
     BaseModel,
@@ -16,8 +16,8 @@ from core.models.base import (
     ModelKind,
     Predictor,
 )
-from core.models.callable_model import CALLABLE
-from core.models.components import (
+from cpdecomp.core.models.callable_model import CALLABLE
+from cpdecomp.core.models.components import (
     COMPONENT_BUILDERS,
     SIGMA_FLOOR,
     TrainingData,
@@ -26,19 +26,19 @@ from core.models.components import (
     out_of_fold_residuals,
     sigma_lower_bound,
 )
-from core.models.design import (
+from cpdecomp.core.models.design import (
     DesignMatrix,
     DesignPredictor,
     EncodedPredictor,
     LinearDesignPredictor,
 )
-from core.models.gradient_boosting import GradientBoosting
-from core.models.lightgbm_model import LIGHTGBM
-from core.models.linear import Linear
-from core.models.random_forest import LeafQuantileForest, RandomForest
-from core.models.sklearn_model import ESTIMATOR, LINEAR, PIPELINE, TREES
-from core.models.user_model import UserModelPredictor
-from core.models.xgboost_model import XGBOOST
+from cpdecomp.core.models.gradient_boosting import GradientBoosting
+from cpdecomp.core.models.lightgbm_model import LIGHTGBM
+from cpdecomp.core.models.linear import Linear
+from cpdecomp.core.models.random_forest import LeafQuantileForest, RandomForest
+from cpdecomp.core.models.sklearn_model import ESTIMATOR, LINEAR, PIPELINE, TREES
+from cpdecomp.core.models.user_model import UserModelPredictor
+from cpdecomp.core.models.xgboost_model import XGBOOST
 
 MODELS: dict[str, BaseModel] = {m.name: m for m in (GradientBoosting(), RandomForest(), Linear())}
 

@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import pandas as pd
 
-from core.typing import BoolArray, FloatArray
+from cpdecomp.core.typing import BoolArray, FloatArray
 
 FastPath = Literal["tree tables", "closed form", "brute force"]
 

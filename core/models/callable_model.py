@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.models.base import ModelKind
-from core.typing import FloatArray
+from cpdecomp.core.models.base import ModelKind
+from cpdecomp.core.typing import FloatArray
 
 
 def call(model: Any, frame: pd.DataFrame) -> FloatArray:

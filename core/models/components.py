@@ -14,10 +14,10 @@ import numpy as np
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import KFold
 
-from core.models.base import BaseModel, Component, Predictor
-from core.models.design import DesignPredictor
-from core.models.random_forest import RandomForest
-from core.typing import BoolArray, FloatArray
+from cpdecomp.core.models.base import BaseModel, Component, Predictor
+from cpdecomp.core.models.design import DesignPredictor
+from cpdecomp.core.models.random_forest import RandomForest
+from cpdecomp.core.typing import BoolArray, FloatArray
 
 SIGMA_FLOOR = 0.01
 """sigma is floored at this fraction of the mean absolute out-of-fold residual: a smaller value

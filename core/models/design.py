@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import CpdecompError
-from core.typing import BoolArray, FloatArray
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import BoolArray, FloatArray
 
 UNSEEN_CATEGORY_HINT = (
     "its training rows had none there, so a model on the one-hot design (the linear model, the "

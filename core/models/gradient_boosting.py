@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-from core.models.base import MAX_LEAVES, N_TREES
-from core.models.design import EncodedPredictor
+from cpdecomp.core.models.base import MAX_LEAVES, N_TREES
+from cpdecomp.core.models.design import EncodedPredictor
 
 
 class GradientBoosting:

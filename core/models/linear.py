@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sklearn.linear_model import GammaRegressor, LinearRegression, QuantileRegressor
 
-from core.models.design import DesignMatrix, DesignPredictor, LinearDesignPredictor
+from cpdecomp.core.models.design import DesignMatrix, DesignPredictor, LinearDesignPredictor
 
 
 class Linear:

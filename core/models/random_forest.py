@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from sklearn.ensemble import RandomForestRegressor
 
-from core.models.base import MAX_LEAVES, N_TREES
-from core.models.design import DesignMatrix, DesignPredictor
-from core.typing import FloatArray
+from cpdecomp.core.models.base import MAX_LEAVES, N_TREES
+from cpdecomp.core.models.design import DesignMatrix, DesignPredictor
+from cpdecomp.core.typing import FloatArray
 
 
 class LeafQuantileForest:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from core.data import FeatureKind
-from core.errors import CpdecompError
-from core.typing import FloatArray
+from cpdecomp.core.data import FeatureKind
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.typing import FloatArray
 
 
 class TableDecoder:

@@ -24,8 +24,8 @@ from sklearn.linear_model._base import LinearModel
 from sklearn.pipeline import Pipeline
 from sklearn.tree import DecisionTreeRegressor, ExtraTreeRegressor
 
-from core.models.base import ModelKind
-from core.typing import FloatArray
+from cpdecomp.core.models.base import ModelKind
+from cpdecomp.core.typing import FloatArray
 
 TREE_ENSEMBLES = (HistGradientBoostingRegressor, GradientBoostingRegressor, RandomForestRegressor,
                   ExtraTreesRegressor, DecisionTreeRegressor, ExtraTreeRegressor)

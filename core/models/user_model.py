@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 from sklearn.pipeline import Pipeline
 
-from core.errors import CpdecompError
-from core.models.base import ModelKind
-from core.models.pipeline_columns import column_sources, dense
-from core.models.raw_table import TableDecoder
-from core.models.sklearn_model import is_linear
-from core.typing import FloatArray
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.models.base import ModelKind
+from cpdecomp.core.models.pipeline_columns import column_sources, dense
+from cpdecomp.core.models.raw_table import TableDecoder
+from cpdecomp.core.models.sklearn_model import is_linear
+from cpdecomp.core.typing import FloatArray
 
 
 class UserModelPredictor:

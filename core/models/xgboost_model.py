@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.models.base import ModelKind
-from core.optional import require
-from core.typing import FloatArray
+from cpdecomp.core.models.base import ModelKind
+from cpdecomp.core.optional import require
+from cpdecomp.core.typing import FloatArray
 
 IDENTITY_LINKS = {"reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror",
                   "reg:quantileerror"}

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.errors import CpdecompError
-from core.missing import MISSING_TOKENS, is_missing
-from core.tables.checks import check_shape, check_size, mebibytes, row_name
-from core.tables.csv_reader import SCAN_CHUNK_BYTES, SIGNATURES, iter_csv, read_csv
-from core.tables.limits import (
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.missing import MISSING_TOKENS, is_missing
+from cpdecomp.core.tables.checks import check_shape, check_size, mebibytes, row_name
+from cpdecomp.core.tables.csv_reader import SCAN_CHUNK_BYTES, SIGNATURES, iter_csv, read_csv
+from cpdecomp.core.tables.limits import (
     LIMITS,
     MAX_CELLS,
     MAX_COLUMNS,
@@ -33,7 +33,7 @@ from core.tables.limits import (
     MAX_ROWS,
     TableLimits,
 )
-from core.tables.parquet_reader import iter_parquet, read_parquet
+from cpdecomp.core.tables.parquet_reader import iter_parquet, read_parquet
 
 __all__ = [
     "LIMITS", "MAX_CELLS", "MAX_COLUMNS", "MAX_DECODED_BYTES", "MAX_FIELD_BYTES",

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from core.errors import CpdecompError
-from core.tables.limits import TableLimits
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.tables.limits import TableLimits
 
 
 def check_shape(table: pd.DataFrame, name: str, limits: TableLimits) -> None:

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.errors import CpdecompError
-from core.missing import MISSING_TOKENS, entirely_missing
-from core.tables.checks import check_field_lengths, check_names, check_size
-from core.tables.limits import TableLimits
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.missing import MISSING_TOKENS, entirely_missing
+from cpdecomp.core.tables.checks import check_field_lengths, check_names, check_size
+from cpdecomp.core.tables.limits import TableLimits
 
 SIGNATURES = {
     b"\x89PNG": "a PNG image",

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.errors import CpdecompError
-from core.missing import is_missing
-from core.tables.checks import check_field_lengths, check_names, check_size, mebibytes
-from core.tables.limits import TableLimits
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.missing import is_missing
+from cpdecomp.core.tables.checks import check_field_lengths, check_names, check_size, mebibytes
+from cpdecomp.core.tables.limits import TableLimits
 
 
 def read_parquet(path: Path, name: str, text_columns: Sequence[str],

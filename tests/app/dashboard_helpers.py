@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Block, Html
 
-from app import html_charts
-from app.text import WORD_JOINER
+from cpdecomp.app import html_charts
+from cpdecomp.app.text import WORD_JOINER
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "app" / "main.py"

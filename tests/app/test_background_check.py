@@ -17,10 +17,10 @@ from dashboard_helpers import (
     shown_table,
 )
 
-from app import charts, runs, sources, summaries
-from app.shown import shown_report
-from core import prepare_study
-from core.errors import CpdecompError
+from cpdecomp import prepare_study
+from cpdecomp.app import charts, runs, sources, summaries
+from cpdecomp.app.shown import shown_report
+from cpdecomp.core.errors import CpdecompError
 
 REDRAWS = 8
 
@@ -160,15 +160,15 @@ def test_a_background_band_holding_zero_unsettles_the_sign_like_the_calibration_
 
 
 def _options():
-    from core import StudyOptions
+    from cpdecomp import StudyOptions
 
     return StudyOptions(target="progression", id_column="patient_id", model="linear",
                         background=16)
 
 
 def test_the_cohort_vector_and_the_case_summary_carry_the_reference_sample_error() -> None:
-    from app import cases
-    from app.state import Results
+    from cpdecomp.app import cases
+    from cpdecomp.app.state import Results
 
     at = run_linear(new_app(), background_check=True, background_redraws=REDRAWS)
     config = at.session_state["last_run"]
@@ -216,7 +216,7 @@ def test_what_if_keeps_the_reference_sample_error() -> None:
 def test_an_unsettled_instance_driven_part_is_not_counted_as_opposing() -> None:
     from dashboard_helpers import SAMPLE
 
-    from core import load_table
+    from cpdecomp import load_table
 
     study = prepare_study(load_table(SAMPLE), _options())
     report = study.explain(method="exact", alpha=0.1)

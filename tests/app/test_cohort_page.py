@@ -11,7 +11,7 @@ from dashboard_helpers import (
     shown_table,
 )
 
-from app import cases, html_charts
+from cpdecomp.app import cases, html_charts
 
 
 def test_without_results_it_points_to_setup() -> None:
@@ -74,7 +74,7 @@ def test_identity_family_has_no_units_toggle() -> None:
 
 def test_a_bug_shows_a_short_error_and_keeps_cell_values_out_of_the_log(
         monkeypatch, caplog) -> None:
-    from app.views import interactions
+    from cpdecomp.app.views import interactions
 
     secret = "-".join(["secret", "cell", "value"])  # a runtime value, as a cell would be
 

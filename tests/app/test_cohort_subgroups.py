@@ -17,8 +17,8 @@ from dashboard_helpers import (
 )
 from scipy.stats import binomtest
 
-from app import sources, summaries
-from core import prepare_study
+from cpdecomp import prepare_study
+from cpdecomp.app import sources, summaries
 
 
 def cohort_report(at):
@@ -83,8 +83,8 @@ def test_subgroup_report_on_the_cohort_page() -> None:
 def test_cohort_calibration_vector_has_the_bootstrap_whiskers_in_log_units() -> None:
 
 
-    from app import charts
-    from app.runs import CALIBRATION_BOOTSTRAP
+    from cpdecomp.app import charts
+    from cpdecomp.app.runs import CALIBRATION_BOOTSTRAP
 
     array = figure_numbers
 

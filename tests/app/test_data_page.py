@@ -104,8 +104,8 @@ def test_the_outcome_chart_shows_the_chosen_target() -> None:
 def test_the_outcome_s_range_in_four_numbers() -> None:
     import numpy as np
 
-    from app.sources import load_sample, source_table
-    from core import target_values
+    from cpdecomp import target_values
+    from cpdecomp.app.sources import load_sample, source_table
 
     at = new_app()
     values = target_values(source_table(load_sample("diabetes")), "progression")

@@ -13,9 +13,9 @@ import pytest
 import test_review_store as review_store_tests
 from dashboard_helpers import errors, new_app, run_linear
 
-from app import export
-from app.charts import side_by_side_bars
-from app.reviews import ReviewStore
+from cpdecomp.app import export
+from cpdecomp.app.charts import side_by_side_bars
+from cpdecomp.app.reviews import ReviewStore
 
 DANGEROUS = ["=1+1", "+1", "-1+2", "@SUM(A1)", "\tx", "\rx", "−1", " =cmd|' /C calc'!A0"]
 

@@ -24,8 +24,8 @@ from dashboard_helpers import csv_bytes, errors, new_app, run_linear, small_tabl
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
-from app import export, sources
-from app.text import markdown_text
+from cpdecomp.app import export, sources
+from cpdecomp.app.text import markdown_text
 
 
 def upload(at: AppTest, name: str, content: bytes) -> AppTest:
@@ -227,15 +227,15 @@ def test_an_upload_killed_while_it_is_parsed_leaves_no_file_behind(tmp_path) -> 
     # lands mid-parse however fast the machine is: its read_csv says so and then waits.
     script = (
         "import sys, time\n"
-        "import core.tables\n"
-        "real = core.tables.pd.read_csv\n"
+        "import cpdecomp.core.tables\n"
+        "real = cpdecomp.core.tables.pd.read_csv\n"
         "def held(*args, **kwargs):\n"
         "    if kwargs.get('nrows') != 1:  # the main read, not the header's\n"
         "        print('parsing', flush=True)\n"
         "        time.sleep(60)\n"
         "    return real(*args, **kwargs)\n"
-        "core.tables.pd.read_csv = held\n"
-        "from app.sources import single_upload\n"
+        "cpdecomp.core.tables.pd.read_csv = held\n"
+        "from cpdecomp.app.sources import single_upload\n"
         "rows = ''.join(f'{i},{i % 7}.5,{i % 3},ward{i % 5}\\n' for i in range(900_000))\n"
         "content = ('pid,x1,x2,ward\\n' + rows).encode()\n"
         "single_upload('big.csv', content)\n"

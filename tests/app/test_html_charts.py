@@ -10,8 +10,8 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from app import html_charts
-from app.charts import (
+from cpdecomp.app import html_charts
+from cpdecomp.app.charts import (
     BACKGROUND_LEGEND,
     COLOURS,
     UNSETTLED_OPACITY,
@@ -194,7 +194,7 @@ def test_a_name_with_markup_stays_text_in_every_place() -> None:
     assert "<img" not in page
     assert any(name in item["text"] for item in Boxes(page).items)
     assert all(name in words(hover_boxes(page)[k]) for k in (0, 2, 4))  # its row, each panel
-    from app.charts import instance_distribution, sign_disagreement_bars
+    from cpdecomp.app.charts import instance_distribution, sign_disagreement_bars
 
     for cohort in (html_charts.boxes(instance_distribution(
             [name, "b"], np.ones((3, 2)), np.array([0, 1]), units="days")),
@@ -245,7 +245,7 @@ def axis_scale(page: str, index: int = 0):
 
 
 def test_a_histogram_counts_every_width_once_in_the_bar_that_holds_it() -> None:
-    from app.charts import width_histogram
+    from cpdecomp.app.charts import width_histogram
 
     widths = np.random.default_rng(3).gamma(4.0, 2.0, 400)
     page = html_charts.histogram(width_histogram(widths, base_width=9.0, threshold=12.0))
@@ -270,7 +270,7 @@ def test_a_histogram_counts_every_width_once_in_the_bar_that_holds_it() -> None:
 
 
 def test_tied_widths_make_one_bar_of_every_patient() -> None:
-    from app.charts import width_histogram
+    from cpdecomp.app.charts import width_histogram
 
     page = html_charts.histogram(width_histogram(np.full(125, 10.5), base_width=16.4))
     assert len(Boxes(page).of("cp-col")) == 1
@@ -278,7 +278,7 @@ def test_tied_widths_make_one_bar_of_every_patient() -> None:
 
 
 def test_box_plots_follow_tukeys_rule() -> None:
-    from app.charts import instance_distribution
+    from cpdecomp.app.charts import instance_distribution
 
     # Quartiles by linear interpolation: 3.25, 5.5 and 7.75; the fences 3.25 - 6.75 and
     # 7.75 + 6.75 leave 100 (and -20) outside, the whiskers end at 1 and 9.
@@ -301,7 +301,7 @@ def test_box_plots_follow_tukeys_rule() -> None:
 
 
 def test_grouped_bars_span_zero_to_their_percent_with_their_number() -> None:
-    from app.charts import sign_disagreement_bars
+    from cpdecomp.app.charts import sign_disagreement_bars
 
     first, second = np.array([0.1, 0.25, 0.0]), np.array([0.05, 1.0, 0.0])
     page = html_charts.grouped_bars(sign_disagreement_bars(FEATURES, first, second))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from dashboard_helpers import errors, new_app, run_linear
 
-from core import prepare_study
+from cpdecomp import prepare_study
 
 
 def test_pairs_table_is_the_librarys_strongest_pairs() -> None:

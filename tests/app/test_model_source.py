@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app import sources
-from core import StudyOptions, prepare_study
-from core.errors import CpdecompError
-from core.tables import LIMITS
+from cpdecomp import StudyOptions, prepare_study
+from cpdecomp.app import sources
+from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.tables import LIMITS
 
 
 def cohort() -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
@@ -100,7 +100,7 @@ def test_refusals_name_the_problem(tmp_path: Path) -> None:
 def test_the_run_names_the_users_model_not_the_unused_built_in(tmp_path: Path) -> None:
     import xgboost
 
-    from app import planning
+    from cpdecomp.app import planning
 
     table, x, y = cohort()
     point = xgboost.XGBRegressor(n_estimators=5, n_jobs=1).fit(x, y)

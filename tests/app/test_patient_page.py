@@ -14,7 +14,7 @@ from dashboard_helpers import (
     shown_table,
 )
 
-from app import cases, html_charts
+from cpdecomp.app import cases, html_charts
 
 
 def patient_page():

@@ -21,12 +21,12 @@ from dashboard_helpers import (
     shown_table,
 )
 
-from app import charts, sources
-from app.reading import patient_reading
-from app.reviews import ReviewStore
-from app.runs import CALIBRATION_BOOTSTRAP
-from app.text import people_number
-from core import prepare_study
+from cpdecomp import prepare_study
+from cpdecomp.app import charts, sources
+from cpdecomp.app.reading import patient_reading
+from cpdecomp.app.reviews import ReviewStore
+from cpdecomp.app.runs import CALIBRATION_BOOTSTRAP
+from cpdecomp.app.text import people_number
 
 
 def patient_page():
@@ -200,8 +200,8 @@ def test_what_if_starts_again_from_another_patient() -> None:
 
 
 def test_the_case_summary_carries_the_intervals_and_the_mark() -> None:
-    from app import cases
-    from app.state import Results
+    from cpdecomp.app import cases
+    from cpdecomp.app.state import Results
 
     at = patient_page()
     study, report = independent_report(at)

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from dashboard_helpers import SAMPLE
 
-from app import charts, planning, reading, summaries, text
-from core import StudyOptions, load_table, prepare_study
+from cpdecomp import StudyOptions, load_table, prepare_study
+from cpdecomp.app import charts, planning, reading, summaries, text
 
 
 @pytest.fixture(scope="module")

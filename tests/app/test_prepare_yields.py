@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import cases, runs
-from app.shown import shown_for
-from app.sources import load_sample
-from core import StudyOptions
+from cpdecomp import StudyOptions
+from cpdecomp.app import cases, runs
+from cpdecomp.app.shown import shown_for
+from cpdecomp.app.sources import load_sample
 
 OPTIONS = StudyOptions(target="progression", id_column="patient_id", model="linear",
                        family="normalized")
@@ -31,7 +31,7 @@ def held_script(flag: str, following: bool) -> None:
     import os
     import time
 
-    from app import runs
+    from cpdecomp.app import runs
 
     with runs.following() if following else contextlib.nullcontext():
         while not os.path.exists(flag):

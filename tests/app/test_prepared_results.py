@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app import cases, charts, html_charts, runs, shown, summaries
-from app.shown import shown_for
-from app.sources import load_sample
-from core import StudyOptions
+from cpdecomp import StudyOptions
+from cpdecomp.app import cases, charts, html_charts, runs, shown, summaries
+from cpdecomp.app.shown import shown_for
+from cpdecomp.app.sources import load_sample
 
 OPTIONS = StudyOptions(target="progression", id_column="patient_id", model="linear",
                        family="normalized")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dashboard_helpers import errors, new_app, run_linear
 
-from app.reviews import ReviewStore
+from cpdecomp.app.reviews import ReviewStore
 
 
 def queue_page():

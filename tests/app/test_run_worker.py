@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app import runs
-from app.sources import load_sample
-from core import StudyOptions, prepare_study
-from core.cancel import Cancelled, cancellable
+from cpdecomp import StudyOptions, prepare_study
+from cpdecomp.app import runs
+from cpdecomp.app.sources import load_sample
+from cpdecomp.core.cancel import Cancelled, cancellable
 
 KEY = ("exact", 0.1, "width", None)
 # linear + gamma masks by brute force: the slow path, with checkpoints between model calls.
@@ -119,7 +119,7 @@ def test_the_same_report_asked_twice_is_computed_once_and_a_stop_leaves_good_cac
 
 
 def test_a_run_over_the_budget_is_refused_before_anything_is_fitted():
-    from core.errors import CpdecompError
+    from cpdecomp.core.errors import CpdecompError
 
     exact = runs.RunSize(n_features=20, n_train=10, n_explained=10, background=1,
                           coalitions=None, brute_force_seconds=None,
@@ -143,8 +143,8 @@ def test_the_largest_permutation_budget_on_twenty_features_is_refused_before_fit
     # The Setup page allows budgets up to 100,000; on 20 features that samples about a million
     # feature combinations, far past the per-run limit: refused with the reason, from the
     # setup alone (run_size fits nothing), not after minutes of work.
-    from app.sources import Dataset
-    from core.errors import CpdecompError
+    from cpdecomp.app.sources import Dataset
+    from cpdecomp.core.errors import CpdecompError
 
     rng = np.random.default_rng(0)
     table = pd.DataFrame(rng.normal(size=(400, 21)), columns=[f"x{i}" for i in range(21)])
@@ -162,9 +162,9 @@ def test_the_largest_permutation_budget_on_twenty_features_is_refused_before_fit
 
 
 def test_exact_shapley_past_its_limit_is_refused_before_fitting():
-    from app.sources import Dataset
-    from core.attribution import MAX_EXACT_PLAYERS
-    from core.errors import CpdecompError
+    from cpdecomp.app.sources import Dataset
+    from cpdecomp.core.attribution import MAX_EXACT_PLAYERS
+    from cpdecomp.core.errors import CpdecompError
 
     rng = np.random.default_rng(1)
     n = MAX_EXACT_PLAYERS + 2

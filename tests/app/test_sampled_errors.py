@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from dashboard_helpers import errors, new_app, run_linear, shown_table
 
-from app import charts
+from cpdecomp.app import charts
 
 
 def test_side_by_side_bars_draw_two_standard_error_whiskers():

@@ -51,7 +51,7 @@ def test_permutation_budget_reaches_the_report() -> None:
 
 
 def test_every_offered_method_runs_and_keeps_its_budget_in_range() -> None:
-    from core.attribution import METHOD_BUDGETS, METHODS
+    from cpdecomp.core.attribution import METHOD_BUDGETS, METHODS
 
     at = new_app()
     for method in METHODS:

@@ -18,7 +18,7 @@ from streamlit.runtime.secrets import secrets_singleton
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.util import patch_config_options
 
-from app.reviews import ReviewStore
+from cpdecomp.app.reviews import ReviewStore
 
 EXAMPLE = ROOT / ".streamlit" / "secrets.example.toml"
 SECRETS = tomllib.loads(EXAMPLE.read_text())

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from dashboard_helpers import SAMPLE
 
-from app import charts, sources, summaries
-from app.reviews import ReviewEvent
-from core import StudyOptions, load_table, prepare_study
-from core.errors import CpdecompError
+from cpdecomp import StudyOptions, load_table, prepare_study
+from cpdecomp.app import charts, sources, summaries
+from cpdecomp.app.reviews import ReviewEvent
+from cpdecomp.core.errors import CpdecompError
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_uploads_are_read_by_core_with_its_messages(tmp_path) -> None:
 
 
 def test_mixed_columns_are_shown_as_text() -> None:
-    from app.cases import display_value
+    from cpdecomp.app.cases import display_value
 
     assert [display_value(v) for v in (1.23456789, 3, "arm B", float("nan"), None, True)] == [
         "1.23457", "3", "arm B", "", "", "True"]

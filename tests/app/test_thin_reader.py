@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from app import cases, summaries
-from app.shown import shown_report
-from core import StudyOptions, prepare_study
+from cpdecomp import StudyOptions, prepare_study
+from cpdecomp.app import cases, summaries
+from cpdecomp.app.shown import shown_report
 
 APP = Path(__file__).resolve().parents[2] / "app"
 PURE = ("cases.py", "charts.py", "shown.py", "summaries.py", "reading.py", "export.py")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from dashboard_helpers import SAMPLE
 
-from app import summaries
-from core import StudyOptions, load_table, prepare_study
+from cpdecomp import StudyOptions, load_table, prepare_study
+from cpdecomp.app import summaries
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from dashboard_helpers import csv_bytes, errors, new_app
 
-from app import planning, runs
-from core.attribution import METHODS, build_design
-from core.errors import CpdecompError
+from cpdecomp.app import planning, runs
+from cpdecomp.core.attribution import METHODS, build_design
+from cpdecomp.core.errors import CpdecompError
 
 
 def test_a_large_design_is_counted_by_its_bound_and_refused_by_the_cell_limit() -> None:

@@ -122,8 +122,8 @@ def peak_rss_of_upload(path: Path, *, warm_up: Path) -> dict[str, object]:
     script = f"""
 import json, resource
 from pathlib import Path
-from app.sources import single_upload
-from core.errors import CpdecompError
+from cpdecomp.app.sources import single_upload
+from cpdecomp.core.errors import CpdecompError
 single_upload("warm.parquet", Path({str(warm_up)!r}).read_bytes())
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
