@@ -195,7 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "base width)) (default %(default)s)")
     explain.add_argument("--masking", default="auto", choices=list(MASKING_PATHS),
                          help="masked predictions: auto (tree tables or closed form where the "
-                         "model allows, else brute force), tables, or brute")
+                         "model allows, else brute force), tables, or brute (the same values, "
+                         "by one way); response: a model with a log link (gamma family, "
+                         "Poisson/gamma/Tweedie boosters) averaged over the background on the "
+                         "response scale instead of its log scale (brute force) "
+                         "(default %(default)s)")
     explain.add_argument("--seed", type=int, default=0,
                          help="seed of the split, the model, the background draw and sampled "
                          "methods: the same seed gives the same output (default %(default)s)")

@@ -146,7 +146,8 @@ class FittedSystem:
         sigma = self.components.get("sigma")
         if sigma is None or sigma.floor is None:
             return 0
-        return int(np.sum(np.asarray(sigma.predictor.predict(rows), dtype=float) <= sigma.floor))
+        # sigma.predict is floored: max(value, floor) <= floor exactly where value <= floor
+        return int(np.sum(sigma.predict(rows) <= sigma.floor))
 
     def encode_patients(self, table: pd.DataFrame) -> FloatArray:
         """A table of exactly the training's feature columns, in any order, encoded.
@@ -382,8 +383,9 @@ def system_from_models(family: str, models: Mapping[str, object], training_table
         notes.append(SIGMA_WARNING)
         python_warnings.warn(SIGMA_WARNING, UserWarning, stacklevel=2)
     # CQR given no point model shows the midpoint of its quantiles
-    point = components.get("f") or Component(
-        "f", MeanPredictor((components["lo"].predictor, components["hi"].predictor)))
+    # (a quantile model with a link is averaged on its response scale, not its margin)
+    point = components.get("f") or Component("f", MeanPredictor(tuple(
+        components[name].on_response_scale().predictor for name in ("lo", "hi"))))
     label = "+".join(sorted({c.predictor.kind.name for c in components.values()
                              if isinstance(c.predictor, UserModelPredictor)}))
     fitted = FittedSystem(chosen, label, encoder, point,

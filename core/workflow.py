@@ -53,7 +53,8 @@ class StudyOptions:
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     quantile_alpha: float = 0.1
     masking: MaskingPath = "auto"
-    """'auto' (closed form, tree tables, else brute force), 'tables' or 'brute'."""
+    """'auto' (closed form, tree tables, else brute force), 'tables' or 'brute'; or
+    'response': models with a link averaged on the response scale (core.games.masking)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -327,8 +328,7 @@ def _prepare(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame | No
     system = fitted.conformalize(cal_table, y_cal)
     background = options.background
     if background is None:
-        fast = options.masking != "brute" and all(
-            has_fast_path(c) for c in system.fitted.components.values())
+        fast = all(has_fast_path(c, options.masking) for c in system.fitted.components.values())
         background = FAST_BACKGROUND if fast else SLOW_BACKGROUND
     explainer = Explainer(system, background_size=background, seed=options.seed,
                           masking=options.masking)

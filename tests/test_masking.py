@@ -81,12 +81,15 @@ def test_additive_closed_form_equals_brute_force_for_linear_models():
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-11 * np.abs(slow).max())
 
 
-def test_log_link_boosting_falls_back_to_brute_force():
-    """The gamma family's point model has a log link: not a sum of leaves, so brute force."""
+def test_log_link_boosting_has_tables_on_its_link_scale_and_brute_force_on_the_response():
+    """The gamma family's point model has a log link: its raw margin is a sum of leaves (tables),
+    its response is not (brute force under --masking response); tests/test_link_models.py
+    checks both against the library's own outputs."""
     table, y = mixed_table(200, 3, seed=6)
     system = fit_system(table, np.exp(y / 4), list(table.columns), family="gamma", model="gbm")
-    evaluator = MaskedEvaluator(system.components, system.training_rows[:8])
-    assert evaluator.path_of("f") == "brute"
+    assert MaskedEvaluator(system.components, system.training_rows[:8]).path_of("f") == "tables"
+    assert MaskedEvaluator(system.components, system.training_rows[:8],
+                           path="response").path_of("f") == "brute"
 
 
 @pytest.mark.parametrize("model", ["gbm", "rf"])

@@ -8,6 +8,14 @@ Three exact evaluators, chosen per component:
   ROWS_PER_CALL hybrid rows and about HYBRID_BYTES_PER_CALL of them (never a Python loop per
   coalition or per background row).
 `path="brute"` forces brute force for every component, `path="tables"` requires tables.
+
+A component whose model has a link (Poisson, gamma, Tweedie boosters; the gamma family's
+built-in models) is masked on the link scale by default: g⁻¹(mean over B of the raw margin at
+the hybrid rows), the inverse link applied after the mean like a floor. The raw margin of a
+tree ensemble is a tree sum, so it has exact tree tables, and the instance game of a log family
+is then linear in the margin (shap's model_output="raw" convention). `path="response"` masks
+such components on the response scale instead, mean over B of g⁻¹(raw margin), which is
+method.md's definition for every model: exact too, but by brute force for them.
 """
 
 from __future__ import annotations
@@ -26,8 +34,8 @@ from cpdecomp.core.games.trees import leaf_ensemble
 from cpdecomp.core.models import Component
 from cpdecomp.core.typing import Coalitions, FloatArray
 
-MaskingPath = Literal["auto", "tables", "brute"]
-MASKING_PATHS: tuple[MaskingPath, ...] = ("auto", "tables", "brute")
+MaskingPath = Literal["auto", "tables", "brute", "response"]
+MASKING_PATHS: tuple[MaskingPath, ...] = ("auto", "tables", "brute", "response")
 LATTICE_CELLS_PER_CHUNK = 1 << 22
 """Rows × 2^d lattice cells computed at once (32 MiB), to bound memory at large d."""
 PLAYER_CACHE_ENTRIES = 16
@@ -53,8 +61,13 @@ def exact_mean(values: FloatArray) -> FloatArray:
     return first[..., 0] + (values - first).mean(axis=-1)
 
 
-def has_fast_path(component: Component) -> bool:
-    """True when masking the component costs no hybrid rows (closed form or tree tables)."""
+def has_fast_path(component: Component, path: MaskingPath = "auto") -> bool:
+    """True when masking the component on this path costs no hybrid rows (closed form or tree
+    tables)."""
+    if path == "brute":
+        return False
+    if path == "response":
+        component = component.on_response_scale()
     return component.is_additive or leaf_ensemble(component.predictor) is not None
 
 
@@ -65,7 +78,8 @@ class MaskedEvaluator:
                  rows_per_call: int = ROWS_PER_CALL, path: MaskingPath = "auto") -> None:
         if path not in MASKING_PATHS:
             raise CpdecompError(f"unknown masking path {path!r}; choose one of {MASKING_PATHS}")
-        self.components = dict(components)
+        self.components = {name: component.on_response_scale() if path == "response"
+                           else component for name, component in components.items()}
         self.background = np.asarray(background, dtype=float)
         self.rows_per_call = rows_per_call
         self.path = path

@@ -6,9 +6,10 @@ model's own rule for missing values, so a leaf's cell per player can be checked 
 Forests on the one-hot design matrix are rewritten through the design's column roles.
 
 Supported: histogram gradient boosting with an identity link (squared error, absolute error,
-quantile), random forests, and the leaf-quantile forest (a user's fitted models are read by
-core.games.user_trees; core.games.trees chooses the reader). Anything else returns None and is
-evaluated by brute force.
+quantile), or a log link (gamma, Poisson) read on its link scale (a raw tree sum) when its
+predictor gives that scale, random forests, and the leaf-quantile forest (a user's fitted
+models are read by core.games.user_trees; core.games.trees chooses the reader). Anything else
+returns None and is evaluated by brute force.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from cpdecomp.core.models import (
     DesignPredictor,
     EncodedPredictor,
     LeafQuantileForest,
+    MarginPredictor,
     Predictor,
 )
+from cpdecomp.core.models.sklearn_model import LOG_LINK_LOSSES
 
 IDENTITY_LINK_LOSSES = {"squared_error", "absolute_error", "quantile"}
 
@@ -106,8 +109,11 @@ def _hgb_nodes(nodes: np.ndarray) -> list[dict]:
             zip(*(columns[name] for name in NODE_FIELDS), strict=True)]
 
 
-def hgb_leaves(model: HistGradientBoostingRegressor) -> LeafEnsemble | None:
-    if model.loss not in IDENTITY_LINK_LOSSES or model.n_trees_per_iteration_ != 1:
+def hgb_leaves(model: HistGradientBoostingRegressor, margin: bool = False) -> LeafEnsemble | None:
+    """The boosting's trees, or None; with `margin`, a log-link model's too (its raw margin:
+    the caller's predictor must give that scale, not the response)."""
+    readable = IDENTITY_LINK_LOSSES | (LOG_LINK_LOSSES if margin else set())
+    if model.loss not in readable or model.n_trees_per_iteration_ != 1:
         return None
     inputs = _BoostingInputs.of(model)
     values, paths, trees = [], [], []
@@ -178,4 +184,6 @@ def builtin_leaf_ensemble(predictor: Predictor) -> LeafEnsemble | None:
     if isinstance(predictor, EncodedPredictor) and isinstance(predictor.estimator,
                                                               HistGradientBoostingRegressor):
         return hgb_leaves(predictor.estimator)
+    if isinstance(predictor, MarginPredictor):
+        return hgb_leaves(predictor.estimator, margin=True)
     return None

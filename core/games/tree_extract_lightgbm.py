@@ -23,7 +23,7 @@ from cpdecomp.core.games.tree_records import (
     LeafEnsemble,
     leaf_paths,
 )
-from cpdecomp.core.models.lightgbm_model import booster
+from cpdecomp.core.models.lightgbm_model import LOG_LINKS, booster
 
 IDENTITY_LINKS = {"regression", "regression_l1", "huber", "fair", "quantile", "mape"}
 ZERO_BAND = float(np.float32(1e-35))
@@ -58,11 +58,13 @@ def _condition(node: dict, go_left: bool) -> Condition:
     return Condition(feature, False, threshold, missing_left, None, go_left)
 
 
-def input_leaves(model: Any) -> LeafEnsemble | None:
-    """A gbdt booster with an identity link over its input columns, or None."""
+def input_leaves(model: Any, margin: bool = False) -> LeafEnsemble | None:
+    """A gbdt booster over its input columns, or None; a log-link booster only with `margin`
+    (its raw score, which the caller's predictor must give)."""
     dump = booster(model).dump_model()
     objective = str(dump.get("objective", "")).split()
-    if (not objective or objective[0] not in IDENTITY_LINKS or "sqrt" in objective
+    readable = IDENTITY_LINKS | (LOG_LINKS if margin else set())
+    if (not objective or objective[0] not in readable or "sqrt" in objective
             or dump.get("average_output") or dump.get("num_tree_per_iteration", 1) != 1):
         return None
     values, paths, trees = [], [], []

@@ -41,15 +41,16 @@ def _tree_leaves(estimators: list, scale: float) -> tuple[list, list, list]:
     return values, paths, trees
 
 
-def input_leaves(model: Any) -> LeafEnsemble | None:
-    """A fitted scikit-learn tree regressor over its input columns, or None."""
+def input_leaves(model: Any, margin: bool = False) -> LeafEnsemble | None:
+    """A fitted scikit-learn tree regressor over its input columns, or None; a log-link
+    histogram boosting only with `margin` (its raw margin, which the caller's predictor gives)."""
     if isinstance(model, HistGradientBoostingRegressor):
         preprocessor = model._preprocessor
         if preprocessor is not None and not all(
                 np.issubdtype(np.asarray(seen).dtype, np.number) for seen in
                 preprocessor.named_transformers_["encoder"].categories_):
             return None  # text categories read from pandas dtypes: brute force (not mapped)
-        return hgb_leaves(model)
+        return hgb_leaves(model, margin)
     if isinstance(model, RandomForestRegressor | ExtraTreesRegressor):
         if model.n_outputs_ != 1:
             return None

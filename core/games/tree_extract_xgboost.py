@@ -2,7 +2,8 @@
 
 XGBoost goes left when float32(x) < threshold, with float32 thresholds; for float32 values
 that is float32(x) <= the next float32 below the threshold, the kernels' single-precision test.
-NaN takes the node's default direction.
+NaN takes the node's default direction. Under a log link the trees sum to the raw margin,
+from log(base_score).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ def _condition(tree: dict, node: int, go_left: bool) -> Condition:
                      bool(tree["default_left"][node]), None, go_left, single_precision=True)
 
 
-def input_leaves(model: Any) -> LeafEnsemble | None:
-    """A gbtree booster with an identity link over its input columns, or None."""
+def input_leaves(model: Any, margin: bool = False) -> LeafEnsemble | None:
+    """A gbtree booster over its input columns, or None; a log-link booster only with `margin`
+    (its raw margin, which the caller's predictor must give)."""
     read = booster_trees(model)
-    if read is None:
+    if read is None or (read.link is not None and not margin):
         return None
     values, paths, trees = [], [], []
     for t, tree in enumerate(read.trees):

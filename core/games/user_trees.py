@@ -28,11 +28,13 @@ from cpdecomp.core.models.lightgbm_model import booster as lightgbm_booster
 from cpdecomp.core.models.pipeline_columns import ColumnSources, column_sources
 from cpdecomp.core.models.user_model import UserModelPredictor
 
-INPUT_LEAVES: dict[str, Callable[[Any], LeafEnsemble | None]] = {
+INPUT_LEAVES: dict[str, Callable[[Any, bool], LeafEnsemble | None]] = {
     "sklearn-trees": tree_extract_sklearn.input_leaves,
     "xgboost": tree_extract_xgboost.input_leaves,
     "lightgbm": tree_extract_lightgbm.input_leaves,
 }
+"""Readers of a bare model's trees over its input columns; with the flag set, a model with a log
+link too, read on its link scale (the predictor then gives its raw margin)."""
 PIPELINE_LAST_STEPS = {"sklearn-trees", "lightgbm"}
 
 
@@ -72,7 +74,7 @@ def _pipeline(predictor: UserModelPredictor) -> LeafEnsemble | None:
     if name not in PIPELINE_LAST_STEPS:
         return None
     sources = column_sources(pipeline[:-1], len(predictor.decoder.kinds))
-    ensemble = INPUT_LEAVES[name](last)
+    ensemble = INPUT_LEAVES[name](last, predictor.link is not None)
     if sources is None or ensemble is None:
         return None
     try:
@@ -87,5 +89,5 @@ def user_leaf_ensemble(predictor: UserModelPredictor) -> LeafEnsemble | None:
     if predictor.kind.name == "sklearn-pipeline":
         return _pipeline(predictor)
     extract = INPUT_LEAVES.get(predictor.kind.name)
-    ensemble = None if extract is None else extract(predictor.model)
+    ensemble = None if extract is None else extract(predictor.model, predictor.link is not None)
     return None if ensemble is None else _bare(ensemble, predictor)

@@ -7,6 +7,7 @@ boosters' own libraries are imported only when a model of theirs is used.
 
 from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.models.base import (
+    INVERSE_LINKS,
     MAX_LEAVES,
     N_TREES,
     BaseModel,
@@ -15,6 +16,8 @@ from cpdecomp.core.models.base import (
     MeanPredictor,
     ModelKind,
     Predictor,
+    ResponsePredictor,
+    link_of,
 )
 from cpdecomp.core.models.callable_model import CALLABLE
 from cpdecomp.core.models.components import (
@@ -31,6 +34,8 @@ from cpdecomp.core.models.design import (
     DesignPredictor,
     EncodedPredictor,
     LinearDesignPredictor,
+    LogLinearDesignPredictor,
+    MarginPredictor,
 )
 from cpdecomp.core.models.gradient_boosting import GradientBoosting
 from cpdecomp.core.models.lightgbm_model import LIGHTGBM
@@ -71,6 +76,7 @@ def get_model(name: str) -> BaseModel:
 
 __all__ = [
     "COMPONENT_BUILDERS",
+    "INVERSE_LINKS",
     "MAX_LEAVES",
     "MODELS",
     "MODEL_KINDS",
@@ -86,15 +92,19 @@ __all__ = [
     "LeafQuantileForest",
     "Linear",
     "LinearDesignPredictor",
+    "LogLinearDesignPredictor",
+    "MarginPredictor",
     "MeanPredictor",
     "ModelKind",
     "Predictor",
     "RandomForest",
+    "ResponsePredictor",
     "TrainingData",
     "UserModelPredictor",
     "difficulty_component",
     "fit_components",
     "get_model",
+    "link_of",
     "model_kind",
     "out_of_fold_residuals",
     "sigma_lower_bound",

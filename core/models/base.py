@@ -21,28 +21,74 @@ FastPath = Literal["tree tables", "closed form", "brute force"]
 
 
 class Predictor(Protocol):
-    """Anything with predict(encoded rows) -> one value per row."""
+    """Anything with predict(encoded rows) -> one value per row.
+
+    A predictor may also declare `link` (a key of INVERSE_LINKS): its predict then gives the
+    model's output on the link scale (its raw margin, e.g. log of the expected length of stay),
+    and the component it serves applies the inverse link after masking (Component.finish).
+    """
 
     def predict(self, encoded: FloatArray) -> FloatArray: ...
+
+
+INVERSE_LINKS: dict[str, Callable[[FloatArray], FloatArray]] = {"log": np.exp}
+"""The inverse of each link a predictor may declare. Poisson, gamma and Tweedie boosters (and
+GLMs) use the log link: their prediction is exp(raw margin)."""
+
+def link_of(predictor: Predictor) -> str | None:
+    """The link a predictor declares (None: its predict is already the response)."""
+    return getattr(predictor, "link", None)
+
+
+class ResponsePredictor:
+    """A predictor with a link, on the response scale: g⁻¹ of its raw margin.
+
+    It declares no link and is no tree sum, so masking averages the response itself (by brute
+    force): the "response" masking scale, and the mean of two linked quantile models.
+    """
+
+    def __init__(self, margin: Predictor) -> None:
+        link = link_of(margin)
+        if link is None:
+            raise ValueError("a ResponsePredictor wraps a predictor that declares a link")
+        self.margin = margin
+        self.inverse = INVERSE_LINKS[link]
+
+    def predict(self, encoded: FloatArray) -> FloatArray:
+        return self.inverse(np.asarray(self.margin.predict(encoded), dtype=float))
 
 
 @dataclass(frozen=True, eq=False)
 class Component:
     """A fitted function of the features that a family uses (f, sigma, lo, hi).
 
-    `floor` is applied after masking (after the mean over the background), so the calibration
-    and instance games see the same function of the coalition.
+    The inverse link (when the predictor declares one) and `floor` are applied after masking
+    (after the mean over the background), so the calibration and instance games see the same
+    function of the coalition.
     """
 
     name: str
     predictor: Predictor
     floor: float | None = None
 
+    @property
+    def link(self) -> str | None:
+        return link_of(self.predictor)
+
     def finish(self, raw: FloatArray) -> FloatArray:
-        return raw if self.floor is None else np.maximum(raw, self.floor)
+        link = self.link
+        values = raw if link is None else INVERSE_LINKS[link](raw)
+        return values if self.floor is None else np.maximum(values, self.floor)
 
     def predict(self, encoded: FloatArray) -> FloatArray:
         return self.finish(np.asarray(self.predictor.predict(encoded), dtype=float))
+
+    def on_response_scale(self) -> Component:
+        """The same function, with its link (if any) inside the predictor: masking then
+        averages the response over the background, not the raw margin."""
+        if self.link is None:
+            return self
+        return Component(self.name, ResponsePredictor(self.predictor), self.floor)
 
     @property
     def is_additive(self) -> bool:
@@ -108,6 +154,11 @@ class ModelKind:
     """'object' (strings) or 'category' (pandas categories): how it reads string columns."""
     spelled: Callable[[str], str] = lambda column: column
     """How the library stores a column's name (LightGBM writes spaces as underscores)."""
+    link: Callable[[Any], str | None] = lambda model: None
+    """The model's link (a key of INVERSE_LINKS: 'log' for Poisson, gamma and Tweedie
+    objectives), or None when its prediction is a plain sum."""
+    margin: Callable[[Any, pd.DataFrame], FloatArray] | None = None
+    """The model's raw margin (its prediction on the link scale), for a model with a link."""
 
 N_TREES = 100
 MAX_LEAVES = 31

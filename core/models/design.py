@@ -109,3 +109,28 @@ class EncodedPredictor:
 
     def predict(self, encoded: FloatArray) -> FloatArray:
         return self.estimator.predict(encoded)
+
+
+class LogLinearDesignPredictor(LinearDesignPredictor):
+    """A log-link GLM (the gamma family's built-in linear model) on its link scale: the linear
+    predictor intercept + coef · design, additive per player, so masking has a closed form
+    there; the component applies exp after masking."""
+
+    link = "log"
+
+    def predict(self, encoded: FloatArray) -> FloatArray:
+        return self.estimator._linear_predictor(self.design.transform(encoded))
+
+
+class MarginPredictor:
+    """A histogram gradient boosting with a log link (gamma or Poisson loss) on its link scale:
+    the raw sum of its trees, which masking tabulates exactly; the component applies exp after
+    masking, which is the estimator's own predict."""
+
+    link = "log"
+
+    def __init__(self, estimator: Any) -> None:  # a fitted HistGradientBoostingRegressor
+        self.estimator = estimator
+
+    def predict(self, encoded: FloatArray) -> FloatArray:
+        return np.asarray(self.estimator._raw_predict(encoded), dtype=float)[:, 0]

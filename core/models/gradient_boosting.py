@@ -1,18 +1,19 @@
 """Histogram gradient boosting: reads category codes natively (categorical splits, missing
-values), seeded; its identity-link losses are tree sums, so masking has exact tree tables."""
+values), seeded. Its identity-link losses are tree sums, and so is the gamma loss's raw margin
+(log link): masking has exact tree tables either way (core.models.base.MASKING_SCALES)."""
 
 from __future__ import annotations
 
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from cpdecomp.core.models.base import MAX_LEAVES, N_TREES
-from cpdecomp.core.models.design import EncodedPredictor
+from cpdecomp.core.models.design import EncodedPredictor, MarginPredictor
 
 
 class GradientBoosting:
     name = "gbm"
     label = "Gradient boosting"
-    fast_path = "tree tables (brute force for the gamma family's log link)"
+    fast_path = "tree tables (on the log scale for the gamma family's log link)"
 
     def _estimator(self, categorical, seed: int, **loss: object):
         return HistGradientBoostingRegressor(
@@ -22,9 +23,10 @@ class GradientBoosting:
         )
 
     def point(self, x, y, categorical, seed, positive=False):
-        # A log link keeps f > 0 everywhere, so the gamma family does not refuse real data.
-        loss = {"loss": "gamma"} if positive else {}
-        return EncodedPredictor(self._estimator(categorical, seed, **loss).fit(x, y))
+        if positive:
+            # A log link keeps f > 0 everywhere, so the gamma family does not refuse real data.
+            return MarginPredictor(self._estimator(categorical, seed, loss="gamma").fit(x, y))
+        return EncodedPredictor(self._estimator(categorical, seed).fit(x, y))
 
     def quantile(self, x, y, categorical, seed, tau):
         estimator = self._estimator(categorical, seed, loss="quantile", quantile=tau)

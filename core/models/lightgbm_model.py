@@ -34,17 +34,35 @@ def category_dtype(model: Any) -> str:
     return "category" if booster(model).pandas_categorical else "object"
 
 
+LOG_LINKS = {"poisson", "tweedie", "gamma"}
+"""Objectives whose prediction is exp(raw score)."""
+
+
 def call(model: Any, frame: pd.DataFrame) -> FloatArray:
     data = frame if feature_names(model) is not None else frame.to_numpy(dtype=float)
     return np.asarray(model.predict(data), dtype=float)
 
 
+def margin(model: Any, frame: pd.DataFrame) -> FloatArray:
+    """The raw score (log scale) of a booster with a log link."""
+    data = frame if feature_names(model) is not None else frame.to_numpy(dtype=float)
+    return np.asarray(model.predict(data, raw_score=True), dtype=float)
+
+
+def link(model: Any) -> str | None:
+    # The first tree's dump carries the objective's name (its parameters follow a space).
+    objective = str(booster(model).dump_model(num_iteration=1).get("objective", "")).split()
+    return "log" if objective and objective[0] in LOG_LINKS else None
+
+
 LIGHTGBM = ModelKind(
     name="lightgbm", label="LightGBM", fast_path="tree tables",
     notes="gbdt boosters with an identity link (regression, regression_l1, huber, fair, "
-          "quantile), read from dump_model(): thresholds with <=, missing types None/Zero/NaN "
-          "and default directions, categorical splits (integer codes or pandas categories); "
-          "brute force for log links, linear trees and rf boosting",
+          "quantile) or a log link (poisson, tweedie, gamma: tables on the log scale, averaged "
+          "there when features are removed), read from dump_model(): thresholds with <=, "
+          "missing types None/Zero/NaN and default directions, categorical splits (integer "
+          "codes or pandas categories); brute force for linear trees and rf boosting",
     recognises=recognises, feature_names=feature_names, n_features=n_features, call=call,
     category_dtype=category_dtype, spelled=lambda column: column.replace(" ", "_"),
+    link=link, margin=margin,
 )

@@ -1,17 +1,21 @@
 """Linear models on the design matrix: least squares, linear quantile regression, and an
-unpenalized gamma GLM for the gamma family. The linear ones mask in closed form."""
+unpenalized gamma GLM for the gamma family. All mask in closed form (the GLM on its log scale)."""
 
 from __future__ import annotations
 
 from sklearn.linear_model import GammaRegressor, LinearRegression, QuantileRegressor
 
-from cpdecomp.core.models.design import DesignMatrix, DesignPredictor, LinearDesignPredictor
+from cpdecomp.core.models.design import (
+    DesignMatrix,
+    LinearDesignPredictor,
+    LogLinearDesignPredictor,
+)
 
 
 class Linear:
     name = "linear"
     label = "Linear (least squares)"
-    fast_path = "closed form (brute force for the gamma family's GLM)"
+    fast_path = "closed form (on the log scale for the gamma family's GLM)"
 
     def point(self, x, y, categorical, seed, positive=False):
         design = DesignMatrix().fit(x, categorical)
@@ -19,7 +23,7 @@ class Linear:
         if positive:
             # Unpenalized gamma GLM: linear on the log scale, so f > 0 for the gamma family.
             glm = GammaRegressor(alpha=0.0, solver="newton-cholesky", max_iter=1000)
-            return DesignPredictor(design, glm.fit(expanded, y))
+            return LogLinearDesignPredictor(design, glm.fit(expanded, y))
         return LinearDesignPredictor(design, LinearRegression().fit(expanded, y))
 
     def quantile(self, x, y, categorical, seed, tau):

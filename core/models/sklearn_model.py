@@ -27,6 +27,9 @@ from sklearn.tree import DecisionTreeRegressor, ExtraTreeRegressor
 from cpdecomp.core.models.base import ModelKind
 from cpdecomp.core.typing import FloatArray
 
+LOG_LINK_LOSSES = {"gamma", "poisson"}
+"""HistGradientBoosting losses whose prediction is exp(raw tree sum)."""
+
 TREE_ENSEMBLES = (HistGradientBoostingRegressor, GradientBoostingRegressor, RandomForestRegressor,
                   ExtraTreesRegressor, DecisionTreeRegressor, ExtraTreeRegressor)
 
@@ -47,6 +50,42 @@ def call(model: Any, frame: pd.DataFrame) -> FloatArray:
     return np.asarray(model.predict(data), dtype=float)
 
 
+def tree_link(model: Any) -> str | None:
+    """'log' for a histogram boosting with a gamma or Poisson loss."""
+    if isinstance(model, HistGradientBoostingRegressor) and model.loss in LOG_LINK_LOSSES:
+        return "log"
+    return None
+
+
+def tree_margin(model: Any, frame: pd.DataFrame) -> FloatArray:
+    """A log-link histogram boosting's raw margin: the sum of its trees (exp of it is its
+    predict)."""
+    data = frame if feature_names(model) is not None else frame.to_numpy()
+    return np.asarray(model._raw_predict(data), dtype=float)[:, 0]
+
+
+def pipeline_link(pipeline: Pipeline) -> str | None:
+    """The link of a Pipeline's last step (the transformers before it have none)."""
+    from cpdecomp.core.models import model_kind  # the registry holds this module's kinds
+
+    last = pipeline.steps[-1][1]
+    return model_kind(last).link(last) if hasattr(last, "predict") else None
+
+
+def pipeline_margin(pipeline: Pipeline, frame: pd.DataFrame) -> FloatArray:
+    """The raw margin of a Pipeline whose last step has a link."""
+    from cpdecomp.core.models import model_kind
+
+    last = pipeline.steps[-1][1]
+    kind = model_kind(last)
+    if kind.margin is None:
+        raise ValueError(f"a {kind.label} has no raw margin")
+    transformed = pipeline[:-1].transform(frame)
+    if not isinstance(transformed, pd.DataFrame):
+        transformed = pd.DataFrame(np.asarray(transformed))
+    return kind.margin(last, transformed)
+
+
 def category_dtype(model: Any) -> str:
     """A bare histogram boosting reads strings only as pandas categories ('from_dtype')."""
     if isinstance(model, HistGradientBoostingRegressor) and getattr(
@@ -65,19 +104,23 @@ PIPELINE = ModelKind(
     notes="tree tables when the last step is a tree ensemble below and every transformer acts "
           "column by column (StandardScaler, MinMaxScaler, MaxAbsScaler, RobustScaler, "
           "SimpleImputer without indicators, OneHotEncoder and OrdinalEncoder on text columns, "
-          "passthrough, in a ColumnTransformer or a Pipeline); a closed form when the last step "
-          "is a linear model under the same transformers; brute force otherwise",
+          "passthrough, in a ColumnTransformer or a Pipeline), on the log scale for a last step "
+          "with a log link; a closed form when the last step is a linear model under the same "
+          "transformers; brute force otherwise",
     recognises=lambda model: isinstance(model, Pipeline),
     feature_names=feature_names, n_features=n_features, call=call,
+    link=pipeline_link, margin=pipeline_margin,
 )
 TREES = ModelKind(
     name="sklearn-trees", label="scikit-learn tree ensemble", fast_path="tree tables",
-    notes="HistGradientBoosting (identity-link losses, numeric columns), GradientBoosting "
+    notes="HistGradientBoosting (identity-link losses; gamma and poisson on the log scale, "
+          "averaged there when features are removed; numeric columns), GradientBoosting "
           "(constant init), RandomForest, ExtraTrees, DecisionTree regressors on numeric "
-          "columns; brute force for a log link, a HistGradientBoosting reading text columns "
-          "or a GradientBoosting with an estimator as init",
+          "columns; brute force for a HistGradientBoosting reading text columns or a "
+          "GradientBoosting with an estimator as init",
     recognises=lambda model: isinstance(model, TREE_ENSEMBLES),
     feature_names=feature_names, n_features=n_features, call=call, category_dtype=category_dtype,
+    link=tree_link, margin=tree_margin,
 )
 LINEAR = ModelKind(
     name="sklearn-linear", label="scikit-learn linear model", fast_path="closed form",

@@ -21,19 +21,25 @@ from cpdecomp.core.typing import FloatArray
 
 
 class UserModelPredictor:
-    """A fitted model that reads the raw table, as a function of encoded rows."""
+    """A fitted model that reads the raw table, as a function of encoded rows.
+
+    A model with a link (Poisson, gamma, Tweedie objectives) is given on its link scale, its
+    raw margin, and declares the link: the component applies the inverse after masking.
+    """
 
     def __init__(self, model: Any, kind: ModelKind, decoder: TableDecoder) -> None:
         self.model = model
         self.kind = kind
         self.decoder = decoder
         self._categories = kind.category_dtype(model)
+        self.link = kind.link(model) if kind.margin is not None else None
+        self._call = kind.call if self.link is None or kind.margin is None else kind.margin
 
     def frame(self, encoded: FloatArray):
         return self.decoder.frame(encoded, self._categories)
 
     def predict(self, encoded: FloatArray) -> FloatArray:
-        values = self.kind.call(self.model, self.frame(encoded))
+        values = self._call(self.model, self.frame(encoded))
         values = np.asarray(values, dtype=float)
         if values.ndim != 1 or len(values) != len(encoded):
             values = values.reshape(len(encoded), -1)

@@ -18,17 +18,23 @@ from cpdecomp.core.typing import FloatArray
 IDENTITY_LINKS = {"reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror",
                   "reg:quantileerror"}
 """Objectives whose prediction is base_score plus the sum of leaf values (no link)."""
+LOG_LINKS = {"count:poisson", "reg:gamma", "reg:tweedie"}
+"""Objectives whose prediction is exp(log(base_score) + the sum of leaf values): the JSON model
+keeps base_score on the response scale, and the booster starts its margin at its log."""
 
 
 @dataclass(frozen=True)
 class BoosterTrees:
-    """The trees of a gbtree booster with an identity link, read from its JSON model.
+    """The trees of a gbtree booster with an identity or a log link, read from its JSON model.
 
     XGBoost stores thresholds and leaf values as float32; its predict compares
     float32(x) < threshold (NaN takes the default direction) and sums leaves in float32.
     """
 
     base: float
+    """Where the margin starts: base_score, or its log under a log link."""
+    link: str | None
+    """None (identity) or 'log'."""
     trees: list[dict]
     """Per tree: left, right, feature, threshold (float32), default_left, value (float32)."""
     n_trees: int
@@ -55,7 +61,8 @@ def _read(model: Any, raw: Any) -> BoosterTrees | None:
     learner = json.loads(bytes(raw.save_raw("json")))["learner"]
     params = learner["learner_model_param"]
     booster_json = learner["gradient_booster"]
-    if (learner["objective"]["name"] not in IDENTITY_LINKS or booster_json["name"] != "gbtree"
+    objective = learner["objective"]["name"]
+    if (objective not in IDENTITY_LINKS | LOG_LINKS or booster_json["name"] != "gbtree"
             or int(params.get("num_target", "1")) != 1 or int(params.get("num_class", "0")) > 1):
         return None
     missing = getattr(model, "missing", math.nan)
@@ -74,11 +81,16 @@ def _read(model: Any, raw: Any) -> BoosterTrees | None:
         "threshold": np.asarray(t["split_conditions"], dtype=np.float32),
         "default_left": t["default_left"],
     } for t in trees[:n_trees]]
-    return BoosterTrees(_float32(params["base_score"]), parsed, n_trees)
+    link = "log" if objective in LOG_LINKS else None
+    base = _float32(params["base_score"])
+    # XGBoost takes the log in float32 (ProbToMargin) before adding its float32 leaves.
+    base = float(np.log(np.float32(base))) if link == "log" else base
+    return BoosterTrees(base, link, parsed, n_trees)
 
 
 def leaf_sum(model: Any, frame: pd.DataFrame, trees: BoosterTrees) -> FloatArray:
-    """base + Σ leaf values in float64, over the leaves the booster itself routes rows to."""
+    """base + Σ leaf values in float64, over the leaves the booster itself routes rows to: the
+    prediction under an identity link, the raw margin under a log link."""
     xgboost = require("xgboost", "an XGBoost model")
     data = xgboost.DMatrix(frame if feature_names(model) is not None
                            else frame.to_numpy(dtype=float))
@@ -116,20 +128,43 @@ def call(model: Any, frame: pd.DataFrame) -> FloatArray:
     (XGBoost's predict adds in float32: ~1e-7 relative apart), else its own predict."""
     trees = booster_trees(model)
     if trees is not None:
+        total = leaf_sum(model, frame, trees)
+        return total if trees.link is None else np.exp(total)
+    return _own_predict(model, frame, margin=False)
+
+
+def margin(model: Any, frame: pd.DataFrame) -> FloatArray:
+    """The raw margin (log scale) of a booster with a log link: its leaves summed in float64
+    from log(base_score), or its own margin output when its trees cannot be read."""
+    trees = booster_trees(model)
+    if trees is not None:
         return leaf_sum(model, frame, trees)
+    return _own_predict(model, frame, margin=True)
+
+
+def _own_predict(model: Any, frame: pd.DataFrame, margin: bool) -> FloatArray:
     data = frame if feature_names(model) is not None else frame.to_numpy(dtype=float)
     if hasattr(model, "get_booster"):
-        return np.asarray(model.predict(data), dtype=float)
-    return np.asarray(model.inplace_predict(data), dtype=float)
+        return np.asarray(model.predict(data, output_margin=margin), dtype=float)
+    kind = "margin" if margin else "value"
+    return np.asarray(model.inplace_predict(data, predict_type=kind), dtype=float)
+
+
+def link(model: Any) -> str | None:
+    config = json.loads(booster(model).save_config())
+    return "log" if config["learner"]["objective"]["name"] in LOG_LINKS else None
 
 
 XGBOOST = ModelKind(
     name="xgboost", label="XGBoost", fast_path="tree tables",
     notes="gbtree boosters with an identity link (reg:squarederror, reg:absoluteerror, "
-          "reg:pseudohubererror, one reg:quantileerror level) on numeric columns, read from the "
-          "booster's JSON: float32 thresholds, default directions, base score. Predictions are "
-          "the booster's own leaves summed in float64 (its predict sums in float32). Brute "
-          "force (its own predict) for other objectives (log links), dart, gblinear, "
-          "categorical splits, several outputs or a non-NaN missing value",
+          "reg:pseudohubererror, one reg:quantileerror level) or a log link (count:poisson, "
+          "reg:gamma, reg:tweedie: tables on the log scale, averaged there when features are "
+          "removed) on numeric columns, read from the booster's JSON: float32 thresholds, "
+          "default directions, base score. Predictions are the booster's own leaves summed in "
+          "float64 (its predict sums in float32). Brute force (its own predict) for other "
+          "objectives, dart, gblinear, categorical splits, several outputs or a non-NaN "
+          "missing value",
     recognises=recognises, feature_names=feature_names, n_features=n_features, call=call,
+    link=link, margin=margin,
 )
