@@ -32,13 +32,14 @@ from cpdecomp.core.conformal import FAMILIES, alpha_fraction
 from cpdecomp.core.data import parse_split
 from cpdecomp.core.decomposition import check_units
 from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.explainer import RunEstimate
 from cpdecomp.core.games import MASKING_PATHS
 from cpdecomp.core.games.cache import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, shared_cache
 from cpdecomp.core.model_files import load_model_file
 from cpdecomp.core.models import MODELS
 from cpdecomp.core.optional import require
 from cpdecomp.core.output import STDOUT, output_format, write_reports
-from cpdecomp.core.progress import ProgressBar
+from cpdecomp.core.progress import RunProgress, duration
 from cpdecomp.core.tables import LIMITS, TableLimits, iter_table, load_table
 from cpdecomp.core.versions import library_versions
 from cpdecomp.core.workers import dask_scheduler, start_local_workers
@@ -223,6 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="largest file, in bytes; for Parquet also the most data once "
                       f"decompressed, which is at least {LIMITS.max_decoded_bytes} "
                       "(default %(default)s)")
+    explain.add_argument("--max-seconds", type=_positive, metavar="N",
+                         help="refuse, before any masking, a run expected to take longer "
+                         "(the estimate is timed on a few of the run's own rows; the message "
+                         "names a background or budget that fits) (default: no limit)")
     _verbosity(explain)
     reproduce = commands.add_parser(
         "reproduce", help="re-run the experiments behind the method's three claims",
@@ -321,8 +326,8 @@ class Console:
             print(f"cpdecomp: [{time.perf_counter() - self.started:7.1f} s] {message}",
                   file=sys.stderr, flush=True)
 
-    def progress(self, label: str) -> ProgressBar:
-        return ProgressBar(label, stream=sys.stderr, mode="off" if self.quiet else "auto")
+    def progress(self, label: str) -> RunProgress:
+        return RunProgress(label, stream=sys.stderr, mode="off" if self.quiet else "auto")
 
     @contextmanager
     def library_logs(self) -> Iterator[None]:
@@ -416,14 +421,22 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
     console.step(f"fitted {args.model} on {study.n_train:,} rows and calibrated "
                  f"({args.family}, {study.system.n_calibration:,} rows); explaining "
                  f"{n_patients:,} patients with {args.method}")
-    with parallel_backend(args.scheduler):
+    progress = console.progress("explaining")
+    # The scheduler first: an unreachable one is refused before any progress is said.
+    with parallel_backend(args.scheduler), progress.running():
+        # (the heartbeat covers the estimate's probe, which may compile the kernels)
+        estimate = study.estimate(args.method, args.budget, groups, args.background_bootstrap)
+        check_time(estimate, args.max_seconds, args.masking)
+        if estimate.seconds > SAY_ESTIMATE_SECONDS:
+            progress.say(estimate_text(estimate, n_patients))
+        progress.expect(estimate.cells, estimate.calibration_cells, n_patients)
         reports = study.iter_explain(method=args.method, alpha=alpha, units=args.scale,
                                      budget=args.budget, groups=groups,
                                      calibration_bootstrap=args.calibration_bootstrap,
                                      fixed_quantile=args.fixed_quantile,
                                      background_bootstrap=args.background_bootstrap,
                                      jobs=-1 if args.scheduler else args.jobs,
-                                     progress=console.progress("explaining patients"))
+                                     progress=progress.patients)
         # Streamed: each chunk is written as it is explained, so memory holds one chunk.
         meta = write_reports(reports, args.out, args.format)
     where = "standard output" if args.out == STDOUT else args.out
@@ -433,6 +446,42 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
         f"q_hat={meta['q_hat']:.4g}) in {time.perf_counter() - started:.1f} s -> {where}; "
         f"additivity error {meta['additivity_error']:.1e}"
     )
+
+
+SAY_ESTIMATE_SECONDS = 5.0
+"""A run expected to take longer says so, with its estimate, before it starts."""
+
+
+def estimate_text(estimate: RunEstimate, n_patients: int) -> str:
+    """The estimate in words: how long, how much work, and why when brute force is the cause."""
+    slow = ""
+    if estimate.slow:
+        slow = (f"; {' and '.join(estimate.slow)} by brute force: each costs "
+                f"{estimate.background:,} model rows (the background) per combination")
+    return (f"expected to take about {duration(estimate.seconds)} ({estimate.coalitions:,} "
+            f"feature combinations for {n_patients:,} patients"
+            + (" and the calibration set" if estimate.calibration_cells else "") + f"{slow})")
+
+
+def check_time(estimate: RunEstimate, limit: float | None, masking: str) -> None:
+    """Refuse, before the work, a run expected past --max-seconds, naming what would fit."""
+    if limit is None or estimate.seconds <= limit:
+        return
+    share = limit / estimate.seconds
+    fits = []
+    if estimate.slow and masking in ("brute", "response"):
+        fits.append("--masking auto (tree tables or a closed form where the model has them)")
+    if estimate.slow and int(estimate.background * share) >= 1:
+        # brute force's cost is in proportion to the background
+        fits.append(f"--background {int(estimate.background * share)}")
+    # KernelSHAP's budget counts the feature combinations it evaluates (linear, efficient)
+    budget, kernel = int(estimate.coalitions * share), METHOD_BUDGETS["kernel"]
+    if kernel is not None and kernel.minimum(estimate.players) <= budget < estimate.coalitions:
+        fits.append(f"--method kernel --budget {budget}")
+    hint = (f"{' or '.join(fits)} would fit" if fits else
+            "no smaller background or budget would fit: raise --max-seconds")
+    raise CpdecompError(f"this run is expected to take about {duration(estimate.seconds)}, "
+                        f"above --max-seconds {limit:g}; {hint}")
 
 
 @contextmanager

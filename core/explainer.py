@@ -11,6 +11,7 @@ cluster (core.workers), each worker receiving the games once.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -38,12 +39,15 @@ from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.games import CalibrationGame, MaskedEvaluator, MaskingPath, instance_values
 from cpdecomp.core.games.cache import GameCache, content_digest, shared_cache
 from cpdecomp.core.interactions import Interactions, LatticeGames, lattice_interactions
+from cpdecomp.core.progress import metered
 from cpdecomp.core.system import ConformalSystem
 from cpdecomp.core.typing import FloatArray
 from cpdecomp.core.workers import explain_in_workers, local_workers
 
 BACKGROUND_STREAM = 1
 """Seed stream for the background sample, apart from the split's and the design's."""
+PROBE_STREAM = 5
+"""Seed stream of the feature combinations a cost estimate times (core.explainer.estimate)."""
 BACKGROUND_BOOTSTRAP_STREAM = 4
 """Seed stream of the background bootstrap's redraws, apart from the split's, the background's,
 the design's and the calibration bootstrap's (core.games.calibration.BOOTSTRAP_STREAM)."""
@@ -121,6 +125,35 @@ class Explanation:
     @property
     def features(self) -> tuple[str, ...]:
         return self.decomposition.features
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """What explaining a cohort will cost, measured on a few of its own rows before it starts.
+
+    A cell is one feature combination at one row (calibration or patient; once more per
+    redrawn background); `seconds` is the masking's expected time, which is nearly all of a run
+    (the scores, sorts and attributions cost a small share of it).
+    """
+
+    cells: int
+    calibration_cells: int
+    """Cells of the calibration game (0 when it is already computed)."""
+    seconds: float
+    coalitions: int
+    players: int
+    background: int
+    slow: tuple[str, ...]
+    """The components masked by brute force (each cell costs a background's model rows)."""
+
+
+PROBE_COALITIONS = 16
+PROBE_BRUTE_ROWS = 2
+"""A brute-force probe: one model call's worth of feature combinations (at least
+PROBE_COALITIONS) at these rows."""
+PROBE_ROWS = 64
+"""Rows a fast-path probe evaluates at every combination: the tables' pace per row is reached
+only over many rows at once (a call has a fixed cost of its own)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -260,6 +293,12 @@ class Explainer:
     def n_players(self) -> int:
         return len(self.system.feature_names)
 
+    def link_scale(self) -> dict[str, str]:
+        """{component: link} of the components masked on their link scale (models with a log
+        link, unless masking is 'response'): exp of the mean raw margin over the background."""
+        return {name: component.link for name, component in self.evaluator.components.items()
+                if component.link is not None and name in self.system.family.components}
+
     def design(self, method: str, budget: int | None = None,
                groups: Groups | None = None) -> Design:
         """The method's design over the features, or over groups of them (cached)."""
@@ -311,6 +350,47 @@ class Explainer:
             if game.order is not None:
                 self.cache.put(order_key, game.order)
         return game
+
+    def estimate(self, n_patients: int, method: str = "exact", budget: int | None = None,
+                 groups: Groups | None = None, background_bootstrap: int = 0) -> RunEstimate:
+        """The cost of explaining `n_patients`, timed on a few calibration rows.
+
+        Fast paths are timed on PROBE_ROWS rows at every combination (after their tables are
+        built, which the run then reuses); brute force on one model call's worth of
+        combinations at PROBE_BRUTE_ROWS rows, since one row of it can already take seconds. A
+        calibration game already computed (in memory or the disk cache) costs nothing. The probe
+        does not move the work meter.
+        """
+        design = self.design(method, budget, groups)
+        coalitions = design.coalitions
+        names = self.system.family.components
+        n_calibration = self.system.n_calibration
+        stored = self._stored_key(design)
+        cached = (method, budget, groups) in self._games or (
+            stored is not None and self.cache.holds(stored))
+        calibration_cells = 0 if cached else len(coalitions) * n_calibration
+        cells = (calibration_cells + len(coalitions) * (n_patients + background_bootstrap * (
+            n_calibration + n_patients)))
+        slow = tuple(name for name in names if self.evaluator.path_of(name) == "brute")
+        rows = self.system.calibration_rows[:PROBE_BRUTE_ROWS if slow else PROBE_ROWS]
+        if slow:
+            rng = np.random.default_rng((self.seed, PROBE_STREAM))
+            inner = np.flatnonzero(coalitions.any(axis=1) & ~coalitions.all(axis=1))
+            # one full model call's worth: the pace of brute force includes each call's own cost
+            size = min(inner.size, max(PROBE_COALITIONS,
+                                       self.evaluator.pairs_per_call // PROBE_BRUTE_ROWS))
+            probe = coalitions[np.sort(rng.choice(inner, size, replace=False))] if inner.size \
+                else coalitions
+        else:
+            probe = coalitions
+        with metered(lambda done: None):
+            # the kernels compiled (or read from numba's cache) first: once per process
+            self.evaluator.evaluate_by_row(probe[:2], rows[:1], names)
+            started = time.perf_counter()
+            self.evaluator.evaluate_by_row(probe, rows, names)
+            seconds = (time.perf_counter() - started) / max(len(probe) * len(rows), 1)
+        return RunEstimate(cells, calibration_cells, seconds * cells, len(coalitions),
+                           coalitions.shape[1], len(self.background), slow)
 
     def calibration_bootstrap(self, method: str, alpha: float, n_replicates: int,
                               budget: int | None = None, groups: Groups | None = None,

@@ -30,7 +30,7 @@ FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "jso
 STDOUT = "-"
 """`--out -`: standard output, in the format `--format` names (there is no extension)."""
 
-FORMAT_VERSION = "1.2"
+FORMAT_VERSION = "1.3"
 """The JSON output's layout (meta.format_version). The minor number grows when fields are
 added, the major number when a field changes meaning or goes: a reader checks the major one.
 The layout is core/schema/explanation.schema.json."""

@@ -1,17 +1,55 @@
-"""Progress of long cohort runs on stderr: a bar on a terminal, one line per chunk elsewhere.
+"""Progress of long runs: the work meter the computations tick, and the bar or lines on stderr.
+
+The work is counted in masked cells, (feature combination, row) pairs: every calibration row
+and every patient costs one cell per combination the design evaluates, however it is masked
+(a brute-force cell costs a background's worth of model rows, a tree-table cell far less, but
+within one run all cells cost alike). Masking ticks `advance(cells)` as it goes, between model
+calls on brute force, so a run reports from its first seconds, before any patient is done;
+inside `metered(meter)` each tick reaches the meter, and outside it a tick costs one lookup.
 
 A batch job's log is not a terminal: there the bar's carriage returns would pile up into one
-unreadable line, so each chunk prints a line of its own with the rate and the time left, and a
-run of a million patients shows that it is alive and when it will end.
+unreadable line, so each report prints a line of its own with the time left (at most one per
+LINE_SECONDS), and a run of a million patients shows that it is alive and when it will end.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Literal, TextIO
 
+Meter = Callable[[int], None]
+"""Called with the masked cells done since its last call."""
+_METER: ContextVar[Meter | None] = ContextVar("cpdecomp_work_meter", default=None)
+
+
+@contextmanager
+def metered(meter: Meter) -> Iterator[None]:
+    """Within the block (on this thread), the computations' ticks reach `meter`."""
+    token = _METER.set(meter)
+    try:
+        yield
+    finally:
+        _METER.reset(token)
+
+
+def advance(cells: int) -> None:
+    """Tick the enclosing meter: `cells` more masked cells are done."""
+    meter = _METER.get()
+    if meter is not None and cells > 0:
+        meter(cells)
+
 WIDTH = 30
+LINE_SECONDS = 5.0
+"""Fewest seconds between two progress lines in a log (the bar redraws more often)."""
+BAR_SECONDS = 0.25
+"""Fewest seconds between two redraws of the bar on a terminal."""
+HEARTBEAT_SECONDS = 10.0
+"""Most seconds without a report: a quiet stretch (a compile, a large sort) says it is alive."""
 
 Mode = Literal["auto", "bar", "lines", "off"]
 
@@ -24,55 +62,129 @@ def duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-class ProgressBar:
-    """Call with (done, total) after each chunk.
+class RunProgress:
+    """A run's progress on a stream: a bar in place on a terminal, lines in a log, or nothing.
 
-    `mode` "auto" draws a bar in place when the stream is a terminal and prints a line per
-    call otherwise; "off" prints nothing (--quiet).
+    Give it the run's expected work (`expect`), then use it as the work meter (`running`): the
+    masked cells advance it, and the explained patients (`patients`, per chunk) name where the
+    run is. It reports at its first tick, at most every LINE_SECONDS after (the bar every
+    BAR_SECONDS), at the end, and, while the work is quiet (a kernel compiling, a large sort), at
+    least every HEARTBEAT_SECONDS, so a log shows the run is alive from its first seconds.
     """
 
-    def __init__(self, label: str, stream: TextIO | None = None, mode: Mode = "auto") -> None:
+    def __init__(self, label: str, stream: TextIO | None = None, mode: Mode = "auto",
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.label = label
         self.stream = stream or sys.stderr
         if mode == "auto":
             mode = "bar" if getattr(self.stream, "isatty", lambda: False)() else "lines"
         self.mode = mode
         self.enabled = mode != "off"
-        self.started = time.perf_counter()
-        self._first: tuple[float, int] | None = None
+        self.clock = clock
+        self.started = clock()
+        self.total = 0
+        self.calibration_cells = 0
+        self.n_patients = 0
+        self.done = 0
+        self.patients_done = 0
+        self._said_at: float | None = None
+        self._open = False
+        """The bar is drawn in place: a line of its own starts on the next line."""
+        self._lock = threading.Lock()
 
-    def remaining(self, done: int, total: int, now: float) -> float | None:
-        """Seconds left at the rate since the first chunk, or None before any is done.
+    def expect(self, total_cells: int, calibration_cells: int, n_patients: int) -> None:
+        """The run's masked cells, of which the calibration set's come first, and its patients;
+        the time left is reckoned from here."""
+        with self._lock:
+            self.total, self.calibration_cells = max(total_cells, 1), calibration_cells
+            self.n_patients = n_patients
+            self.done = self.patients_done = 0
+            self.started = self.clock()
 
-        The time before the first chunk also went to fitting and the calibration game, which
-        are not spent again: from the second chunk on, only the chunks' own pace counts.
-        """
-        if done >= total:
+    def __call__(self, cells: int) -> None:
+        """The work meter: `cells` more masked cells are done."""
+        with self._lock:
+            self.done += cells
+            self._report(final=False)
+
+    def patients(self, done: int, total: int) -> None:
+        """`done` of `total` patients explained (their cells are counted done too: a worker
+        process's ticks do not reach this process)."""
+        with self._lock:
+            self.patients_done, self.n_patients = done, total
+            per_patient = (self.total - self.calibration_cells) / max(total, 1)
+            self.done = max(self.done, round(self.calibration_cells + per_patient * done))
+            self._report(final=done >= total)
+
+    def say(self, message: str) -> None:
+        """A line of its own (an estimate before the work), between reports."""
+        if self.enabled:
+            with self._lock:
+                self._write(f"{self.label}: {message}", end="\n")
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """The work meter is on, and a heartbeat reports whenever the work is quiet."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            wait = min(3.0, HEARTBEAT_SECONDS)  # the first report comes within seconds
+            while not stop.wait(wait):
+                with self._lock:
+                    if self._said_at is None or self.clock() - self._said_at >= wait:
+                        self._report(final=False, forced=True)
+                wait = HEARTBEAT_SECONDS
+
+        heartbeat = threading.Thread(target=beat, name="cpdecomp-progress", daemon=True)
+        if self.enabled:
+            heartbeat.start()
+        try:
+            with metered(self):
+                yield
+        finally:
+            stop.set()
+            if heartbeat.is_alive():
+                heartbeat.join()
+
+    def remaining(self, now: float) -> float | None:
+        """Seconds left at the pace since `expect`, or None before any work is done."""
+        if self.total and self.done >= self.total:
             return 0.0
-        since, done_then = self.started, 0
-        if self._first is not None and done > self._first[1]:
-            since, done_then = self._first
-        if done <= done_then or now <= since:
+        if self.done <= 0 or now <= self.started or not self.total:
             return None
-        return (total - done) * (now - since) / (done - done_then)
+        return (self.total - self.done) * (now - self.started) / self.done
 
-    def __call__(self, done: int, total: int, now: float | None = None) -> None:
-        """Report `done` of `total`; `now` is a time.perf_counter() reading (default: now)."""
-        if not self.enabled or total <= 0:
+    def _where(self) -> str:
+        if self.patients_done:
+            return f"{self.patients_done:,}/{self.n_patients:,} patients"
+        if self.done >= self.calibration_cells:
+            return f"the {self.n_patients:,} patients"
+        return "the calibration set"
+
+    def _report(self, final: bool, forced: bool = False) -> None:
+        if not self.enabled:
             return
-        now = time.perf_counter() if now is None else now
-        left = self.remaining(done, total, now)
-        if self._first is None:
-            self._first = (now, done)
-        rate = done / max(now - self.started, 1e-9)
-        eta = "ETA --:--" if left is None else f"ETA {duration(left)}"
+        now = self.clock()
+        least = BAR_SECONDS if self.mode == "bar" else LINE_SECONDS
+        if not (final or forced or self._said_at is None or now - self._said_at >= least):
+            return
+        share = min(self.done / self.total, 1.0 if final else 0.999) if self.total else 0.0
+        left = self.remaining(now)
+        eta = "ETA --:--" if left is None else f"ETA {duration(0 if final else left)}"
+        elapsed = duration(now - self.started)
         if self.mode == "bar":
-            filled = round(WIDTH * done / total)
+            filled = round(WIDTH * share)
             bar = "#" * filled + "." * (WIDTH - filled)
-            end = "\n" if done >= total else ""
-            self.stream.write(f"\r{self.label} [{bar}] {done:,}/{total:,} ({rate:,.0f}/s, "
-                              f"{eta}){end}")
+            self._write(f"\r{self.label} [{bar}] {100 * share:5.1f}% ({self._where()}, "
+                        f"elapsed {elapsed}, {eta})", end="\n" if final else "")
         else:
-            self.stream.write(f"{self.label}: {done:,}/{total:,} ({100 * done / total:.1f}%), "
-                              f"{rate:,.0f}/s, elapsed {duration(now - self.started)}, {eta}\n")
+            self._write(f"{self.label}: {100 * share:.1f}% ({self._where()}), elapsed "
+                        f"{elapsed}, {eta}", end="\n")
+        self._said_at = now
+
+    def _write(self, text: str, end: str) -> None:
+        if self._open and not text.startswith("\r"):
+            text = "\n" + text  # a line of its own under the bar drawn in place
+        self.stream.write(text + end)
         self.stream.flush()
+        self._open = self.mode == "bar" and not end

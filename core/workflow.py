@@ -21,7 +21,13 @@ from cpdecomp.core.conformal import conformal_rank
 from cpdecomp.core.data import ColumnChoice, choose_columns, split_rows, target_values
 from cpdecomp.core.decomposition import Units, check_units, in_units
 from cpdecomp.core.errors import CpdecompError
-from cpdecomp.core.explainer import Explainer, Explanation, Progress, join_explanations
+from cpdecomp.core.explainer import (
+    Explainer,
+    Explanation,
+    Progress,
+    RunEstimate,
+    join_explanations,
+)
 from cpdecomp.core.games.masking import MaskingPath, has_fast_path
 from cpdecomp.core.interactions import Interactions
 from cpdecomp.core.interop import report_frame, shap_explanations
@@ -166,18 +172,14 @@ class Study:
 
     def player_groups(self, groups: Sequence[Sequence[str]] | None) -> Groups | None:
         """Column indices of each player, from groups of feature names; None without groups."""
-        if not groups:
-            return None
-        features = list(self.columns.features)
-        grouped: list[tuple[int, ...]] = []
-        for group in groups:
-            for name in group:
-                if name not in features:
-                    raise CpdecompError(f"feature group member {name!r} is not a feature")
-            grouped.append(tuple(features.index(name) for name in group))
-        taken = {c for group in grouped for c in group}
-        singles: list[tuple[int, ...]] = [(c,) for c in range(len(features)) if c not in taken]
-        return check_groups(grouped + singles, len(features))
+        return player_groups(self.columns.features, groups)
+
+    def estimate(self, method: str = "exact", budget: int | None = None,
+                 groups: Sequence[Sequence[str]] | None = None,
+                 background_bootstrap: int = 0) -> RunEstimate:
+        """What explaining every patient will cost (Explainer.estimate), before it starts."""
+        return self.explainer.estimate(len(self.patients), method, budget,
+                                       self.player_groups(groups), background_bootstrap)
 
     def _player_values(self, table: pd.DataFrame, players: Groups | None) -> pd.DataFrame:
         values = table[list(self.columns.features)].reset_index(drop=True)
@@ -214,6 +216,8 @@ class Study:
             "additivity_error": d.additivity_error,
             "efficiency_error": d.efficiency_error,
             "masking_check_error": explanation.masking_check_error,
+            "masking": self.options.masking,
+            "link_scale": self.explainer.link_scale(),
             "calibration_bootstrap": explanation.calibration_bootstrap,
             "calibration_level": d.calibration_level,
             "background_bootstrap": explanation.background_bootstrap,
@@ -411,6 +415,14 @@ class StreamedStudy:
     def n_train(self) -> int:
         return self.prepared.n_train
 
+    def estimate(self, method: str = "exact", budget: int | None = None,
+                 groups: Sequence[Sequence[str]] | None = None,
+                 background_bootstrap: int = 0) -> RunEstimate:
+        """What explaining every chunk will cost (Explainer.estimate), before it starts."""
+        return self.prepared.explainer.estimate(
+            self.n_patients, method, budget, player_groups(self.prepared.columns.features, groups),
+            background_bootstrap)
+
     def iter_explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
                      budget: int | None = None, jobs: int = 1, progress: Progress | None = None,
                      groups: Sequence[Sequence[str]] | None = None,
@@ -450,6 +462,23 @@ def prepare_streamed_study(chunks: Callable[[], Iterator[pd.DataFrame]],
     notes, total = patient_warnings(prepared, (
         (prepared.ids(chunk), prepared.system.fitted.encode(chunk)) for chunk in chunks()))
     return StreamedStudy(prepared, chunks, total, prepared.warnings + notes)
+
+
+def player_groups(features: Sequence[str], groups: Sequence[Sequence[str]] | None
+                  ) -> Groups | None:
+    """Column indices of each player, from groups of feature names; None without groups."""
+    if not groups:
+        return None
+    names = list(features)
+    grouped: list[tuple[int, ...]] = []
+    for group in groups:
+        for name in group:
+            if name not in names:
+                raise CpdecompError(f"feature group member {name!r} is not a feature")
+        grouped.append(tuple(names.index(name) for name in group))
+    taken = {c for group in grouped for c in group}
+    singles: list[tuple[int, ...]] = [(c,) for c in range(len(names)) if c not in taken]
+    return check_groups(grouped + singles, len(names))
 
 
 def correlation_warnings(rows: np.ndarray, features: Sequence[str]) -> list[str]:

@@ -543,7 +543,7 @@ def test_failed_run_writes_no_output(capsys, tmp_path) -> None:
 @pytest.mark.slow
 def test_console_script_runs_end_to_end(tmp_path) -> None:
     """The installed `cpdecomp` entry point works in a real process: exit 0, on stderr (not a
-    terminal here) one progress line per chunk and then the summary line, a readable CSV."""
+    terminal here) progress lines and then the summary line, a readable CSV."""
     script = Path(sys.executable).with_name("cpdecomp")
     if not script.exists():
         found = shutil.which("cpdecomp")
@@ -558,9 +558,11 @@ def test_console_script_runs_end_to_end(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     *progress, summary = done.stderr.strip().splitlines()
-    assert len(progress) == 1, progress  # 111 patients are one chunk
-    assert progress[0].startswith("explaining patients: 111/111 (100.0%), "), progress
-    assert progress[0].endswith("ETA 0:00"), progress
+    # the first tick, then (111 patients are one chunk) the end; a heartbeat on a slow machine
+    assert 1 <= len(progress) <= 4, progress
+    assert all(line.startswith("explaining: ") for line in progress), progress
+    assert progress[-1].startswith("explaining: 100.0% (111/111 patients), "), progress
+    assert progress[-1].endswith("ETA 0:00"), progress
     assert summary.startswith("explained 111 patients"), summary
     frame = read_tidy(out)
     assert set(TIDY_COLUMNS) | {"y"} <= set(frame.columns)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import math
 import os
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -22,9 +22,9 @@ import pandas as pd
 import pytest
 from cli_helpers import assert_bad_input, run_cli, run_ok
 
+import cpdecomp.core.progress as progress_module
 from cpdecomp.core.cli import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, build_parser, main
-from cpdecomp.core.explainer import CELLS_PER_CHUNK
-from cpdecomp.core.progress import ProgressBar, duration
+from cpdecomp.core.progress import LINE_SECONDS, RunProgress, duration
 from cpdecomp.core.tables import LIMITS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,37 +141,95 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_progress_outside_a_terminal_is_one_line_per_chunk_with_eta() -> None:
-    stream = io.StringIO()
-    progress = ProgressBar("explaining patients", stream=stream)
-    progress.started = 0.0
-    progress(100, 1000, now=20.0)  # the first chunk also paid for fitting: 20 s for 100
-    progress(300, 1000, now=22.0)  # from here on only the chunks' pace: 200 in 2 s
-    progress(1000, 1000, now=29.0)
-    lines = stream.getvalue().splitlines()
-    assert lines == [
-        "explaining patients: 100/1,000 (10.0%), 5/s, elapsed 0:20, ETA 3:00",
-        "explaining patients: 300/1,000 (30.0%), 14/s, elapsed 0:22, ETA 0:07",
-        "explaining patients: 1,000/1,000 (100.0%), 34/s, elapsed 0:29, ETA 0:00",
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_outside_a_terminal_is_a_line_at_the_first_tick_then_every_few_seconds() -> None:
+    stream, clock = io.StringIO(), Clock()
+    progress = RunProgress("explaining", stream=stream, clock=clock)
+    progress.expect(total_cells=1000, calibration_cells=400, n_patients=100)
+    clock.now = 2.0
+    progress(100)  # the first tick is said at once: the run is alive
+    clock.now = 3.0
+    progress(100)  # too soon after the last line
+    clock.now = 2.0 + LINE_SECONDS
+    progress(200)
+    clock.now = 12.0
+    progress.patients(50, 100)  # a chunk of patients: said as patients, cells caught up
+    clock.now = 20.0
+    progress.patients(100, 100)
+    assert stream.getvalue().splitlines() == [
+        "explaining: 10.0% (the calibration set), elapsed 0:02, ETA 0:18",
+        "explaining: 40.0% (the 100 patients), elapsed 0:07, ETA 0:10",
+        "explaining: 70.0% (50/100 patients), elapsed 0:12, ETA 0:05",
+        "explaining: 100.0% (100/100 patients), elapsed 0:20, ETA 0:00",
     ]
     assert "\r" not in stream.getvalue()
 
 
-def test_progress_on_a_terminal_is_a_bar_in_place() -> None:
-    stream = Terminal()
-    progress = ProgressBar("explaining patients", stream=stream)
-    progress.started = 0.0
-    progress(1, 2, now=1.0)
-    progress(2, 2, now=2.0)
+def test_progress_on_a_terminal_is_a_bar_in_place_and_a_said_line_gets_its_own() -> None:
+    stream, clock = Terminal(), Clock()
+    progress = RunProgress("explaining", stream=stream, clock=clock)
+    progress.expect(total_cells=2, calibration_cells=0, n_patients=2)
+    clock.now = 1.0
+    progress(1)
+    progress.say("expected to take about 0:02")
+    clock.now = 2.0
+    progress.patients(2, 2)
     text = stream.getvalue()
-    assert text.count("\r") == 2 and text.count("\n") == 1 and text.endswith("\n")
-    assert "[###############...............] 1/2" in text
+    assert "\r" + "explaining [###############...............]  50.0% (the 2 patients" in text
+    assert "\nexplaining: expected to take about 0:02\n" in text
+    assert text.endswith("(2/2 patients, elapsed 0:02, ETA 0:00)\n")
 
 
 def test_progress_off_prints_nothing() -> None:
     stream = io.StringIO()
-    ProgressBar("x", stream=stream, mode="off")(1, 2)
+    progress = RunProgress("x", stream=stream, mode="off")
+    progress.expect(2, 0, 2)
+    with progress.running():
+        progress(1)
+        progress.patients(2, 2)
     assert stream.getvalue() == ""
+
+
+def test_a_quiet_stretch_of_work_still_reports(monkeypatch) -> None:
+    """No tick for a while (a kernel compiling): the heartbeat says where the run is."""
+    monkeypatch.setattr(progress_module, "HEARTBEAT_SECONDS", 0.05)
+    stream = io.StringIO()
+    progress = RunProgress("explaining", stream=stream)
+    progress.expect(10, 5, 3)
+    with progress.running():
+        deadline = time.monotonic() + 60
+        while not stream.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert stream.getvalue().startswith("explaining: 0.0% (the calibration set), elapsed")
+
+
+def test_the_work_meter_counts_every_masked_cell_once() -> None:
+    """Brute force ticks as each model call ends, tables when a chunk is done; the cells of a
+    call add up to coalitions x rows whichever components take which path."""
+    from cpdecomp.core.games import MaskedEvaluator
+    from cpdecomp.core.models import Component, FunctionPredictor
+    from cpdecomp.core.progress import metered
+
+    rng = np.random.default_rng(0)
+    background = rng.normal(size=(5, 3))
+    components = {"f": Component("f", FunctionPredictor(lambda x: x.sum(axis=1))),
+                  "g": Component("g", FunctionPredictor(lambda x: np.exp(x[:, 0])))}
+    coalitions = np.array([[a, b, c] for a in (0, 1) for b in (0, 1) for c in (0, 1)], bool)
+    ticks: list[int] = []
+    evaluator = MaskedEvaluator(components, background, rows_per_call=10)
+    with metered(ticks.append):
+        evaluator.evaluate_by_row(coalitions, rng.normal(size=(7, 3)), ["f", "g"])
+    assert sum(ticks) == 8 * 7
+    assert len(ticks) > 2  # several model calls, each ticked as it ended
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(0, "0:00"), (59.6, "1:00"), (3599, "59:59"),
@@ -180,8 +238,10 @@ def test_durations(seconds, text) -> None:
     assert duration(seconds) == text
 
 
-def test_a_cohort_of_several_chunks_prints_one_line_each(tmp_path) -> None:
-    """A real run outside a terminal: a line per chunk on stderr, in order, then the summary."""
+def test_a_cohort_of_several_chunks_reports_in_order_and_ends_at_every_patient(tmp_path) -> None:
+    """A real run outside a terminal: progress lines on stderr (the first at the first tick,
+    then at most one per LINE_SECONDS), their patients and shares in order, the last at
+    every patient, then the summary."""
     rng = np.random.default_rng(0)
     n, d = 8000, 10
     x = rng.normal(size=(n, d))
@@ -192,13 +252,15 @@ def test_a_cohort_of_several_chunks_prints_one_line_each(tmp_path) -> None:
     out = tmp_path / "o.json"
     done = run_process("explain", str(data), "--target", "y", *FAST, "--out", str(out))
     assert done.returncode == 0, done.stderr
-    meta = json.loads(out.read_text())["meta"]
     patients = n // 4
-    chunk = max(1, CELLS_PER_CHUNK // meta["n_evaluations"])
     *progress, summary = done.stderr.decode().strip().splitlines()
-    assert len(progress) == math.ceil(patients / chunk) > 1
-    counts = [int(line.split(": ", 1)[1].split("/", 1)[0].replace(",", "")) for line in progress]
-    assert counts == [min(patients, chunk * (i + 1)) for i in range(len(progress))]
+    assert progress and all(line.startswith("explaining: ") for line in progress), progress
+    # a run expected to take more than a few seconds says so first (this one may, or not)
+    if "expected to take about" in progress[0]:
+        progress = progress[1:]
+    shares = [float(line.split(": ", 1)[1].split("%", 1)[0]) for line in progress]
+    assert shares == sorted(shares) and shares[-1] == 100.0
+    assert progress[-1].startswith(f"explaining: 100.0% ({patients:,}/{patients:,} patients)")
     assert all("ETA " in line for line in progress)
     assert summary.startswith(f"explained {patients} patients")
 

@@ -140,6 +140,14 @@ class GameCache:
         self.misses += 1
         return None
 
+    def holds(self, key: str) -> bool:
+        """Whether `get` would find the key (in memory or on disk), without reading it."""
+        with self._lock:
+            if key in self._memory:
+                return True
+        path = self._path(key)
+        return path is not None and path.is_file()
+
     def put(self, key: str, array: np.ndarray) -> None:
         array = np.ascontiguousarray(array)
         self._remember(key, array)

@@ -32,6 +32,7 @@ from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
 from cpdecomp.core.games.trees import leaf_ensemble
 from cpdecomp.core.models import Component
+from cpdecomp.core.progress import advance, metered
 from cpdecomp.core.typing import Coalitions, FloatArray
 
 MaskingPath = Literal["auto", "tables", "brute", "response"]
@@ -152,6 +153,7 @@ class MaskedEvaluator:
         rows = np.asarray(rows, dtype=float)
         raw: dict[str, FloatArray] = {}
         paths = {name: self.path_of(name) for name in names}
+        ticked = 0
         for name in names:
             if paths[name] == "additive":
                 raw[name] = self._additive(name, coalitions, rows).T
@@ -163,8 +165,9 @@ class MaskedEvaluator:
                     raw[name] = values
         brute = [name for name in names if paths[name] == "brute"]
         if brute:
-            raw.update({name: values.T for name, values in
-                        self._brute_force(brute, coalitions, rows).items()})
+            by_coalition, ticked = self._brute_force(brute, coalitions, rows)
+            raw.update({name: values.T for name, values in by_coalition.items()})
+        advance(len(coalitions) * len(rows) - ticked)  # the cells brute force did not tick
         return {name: self.components[name].finish(raw[name]) for name in names}
 
     def plain(self, name: str, rows: FloatArray) -> FloatArray:
@@ -230,9 +233,11 @@ class MaskedEvaluator:
         rng = np.random.default_rng(seed)
         chosen = np.sort(rng.choice(inner, size=min(n_coalitions, inner.size), replace=False))
         # Rows of the same design, so the fast path sees the design's own grouping.
-        fast_values = self.evaluate_by_row(coalitions, rows, fast)
+        with metered(lambda cells: None):
+            fast_values = self.evaluate_by_row(coalitions, rows, fast)
         brute = MaskedEvaluator(self.components, self.background, self.rows_per_call, "brute")
-        slow_values = brute.evaluate_by_row(coalitions[chosen], rows, fast)
+        with metered(lambda cells: None):  # a check, not the run's work
+            slow_values = brute.evaluate_by_row(coalitions[chosen], rows, fast)
         self.model_rows += brute.model_rows
         worst = 0.0
         for name in fast:
@@ -260,7 +265,9 @@ class MaskedEvaluator:
         return self._empty_cache[name]
 
     def _brute_force(self, names: Sequence[str], coalitions: Coalitions,
-                     rows: FloatArray) -> dict[str, FloatArray]:
+                     rows: FloatArray) -> tuple[dict[str, FloatArray], int]:
+        """{name: (n_coalitions, n_rows)} and the cells ticked on the work meter (one per
+        (coalition, row) pair, as each model call is done: brute force is the slow path)."""
         n_coalitions, n_rows = len(coalitions), len(rows)
         out = {name: np.empty((n_coalitions, n_rows)) for name in names}
         empty = ~coalitions.any(axis=1)
@@ -272,7 +279,7 @@ class MaskedEvaluator:
                 out[name][full] = self._predict(name, rows)
         todo = np.flatnonzero(~empty & ~full)
         if todo.size == 0 or n_rows == 0:
-            return out
+            return out, 0
         m, d = self.background.shape
         pairs_per_call = self.pairs_per_call
         pair_coalition = np.repeat(todo, n_rows)
@@ -292,7 +299,8 @@ class MaskedEvaluator:
             for name in names:
                 values = exact_mean(self._predict(name, hybrids).reshape(len(c), m))
                 out[name][c, r] = values
-        return out
+            advance(len(c))
+        return out, pair_coalition.size
 
     @property
     def pairs_per_call(self) -> int:
