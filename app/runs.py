@@ -33,6 +33,7 @@ from cpdecomp.core.cancel import Cancelled, cancellable, checkpoint
 from cpdecomp.core.decomposition import Units
 from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.explainer import Progress
+from cpdecomp.core.progress import metered
 
 logger = logging.getLogger("cpdecomp.app.runs")
 
@@ -112,13 +113,16 @@ class StudyHandle:
     def report(self, method: str, alpha: float, units: Units, budget: int | None,
                progress: Progress | None = None,
                stage: Callable[[str], None] = lambda name: None,
-               background_bootstrap: int = 0) -> Report:
+               background_bootstrap: int = 0,
+               work: Callable[[float], None] | None = None) -> Report:
         """Every patient explained under one configuration, computed once.
 
         stage(name) says what is being done: a stage of STAGES, or WAITING while another
         session computes the same report. Waiting, like computing, stops at a cancelled run's
         next checkpoint (core.cancel). `background_bootstrap`: backgrounds drawn afresh for
-        the background intervals (0: none); a report with them is another report.
+        the background intervals (0: none); a report with them is another report. work(share)
+        gets the share of the masking done, as it goes (from inside the calibration game and
+        each chunk of patients: core.progress).
         """
         key = (method, alpha, units, budget, background_bootstrap)
         while True:
@@ -151,10 +155,20 @@ class StudyHandle:
                 if progress is not None:
                     progress(finished, total)
 
-            done = self.study.explain(
-                method=method, alpha=alpha, units=units, budget=budget, progress=chunk_done,
-                calibration_bootstrap=CALIBRATION_BOOTSTRAP, fixed_quantile=True,
-                background_bootstrap=background_bootstrap)
+            cells = self.study.estimate(method, budget, None, background_bootstrap).cells
+            counted = 0
+
+            def meter(done_cells: int) -> None:
+                nonlocal counted
+                counted += done_cells
+                if work is not None:
+                    work(min(counted / max(cells, 1), 1.0))
+
+            with metered(meter):
+                done = self.study.explain(
+                    method=method, alpha=alpha, units=units, budget=budget, progress=chunk_done,
+                    calibration_bootstrap=CALIBRATION_BOOTSTRAP, fixed_quantile=True,
+                    background_bootstrap=background_bootstrap)
         finally:
             with self._lock:
                 del self._claims[key]
@@ -196,11 +210,12 @@ def compute(config: RunConfig, dataset: Dataset,
             finished: Callable[[Shown], None] = lambda record: None) -> dict[str, float]:
     """Fit (or reuse), then explain every patient; returns seconds per stage.
 
-    on_progress(share done in [0, 1], what is being done) is called between stages and after
-    each chunk of patients. Inside core.cancel.cancellable, a stop request ends the work at the
-    next chunk with Cancelled (a fit, once started, runs to its end). The run's record in width
-    units, with the Cohort page's numbers and charts, is built before the run counts as done
-    (a few milliseconds), so the page's first visit only draws; `finished` gets it.
+    on_progress(share done in [0, 1], what is being done) is called between stages and as the
+    masking goes (core.progress ticks it between model calls and chunks). Inside
+    core.cancel.cancellable, a stop request ends the work at the next chunk with Cancelled (a
+    fit, once started, runs to its end). The run's record in width units, with the Cohort
+    page's numbers and charts, is built before the run counts as done (a few milliseconds), so
+    the page's first visit only draws; `finished` gets it.
     """
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -216,20 +231,28 @@ def compute(config: RunConfig, dataset: Dataset,
     n = len(handle.study.patients)
     current, since = STAGES[1], time.perf_counter()
 
+    label = STAGES[1]
+
     def stage(name: str) -> None:
-        nonlocal current, since
+        nonlocal current, since, label
         now = time.perf_counter()
         if current in STAGES:  # time spent waiting for another session is no stage's
             timings[current] = timings.get(current, 0.0) + now - since
         current, since = name, now
-        share = {STAGES[1]: 1 / 3, STAGES[2]: 2 / 3}.get(name, 1 / 3)
-        on_progress(share, f"{name} (0 of {n})" if name == STAGES[2] else name)
+        label = f"{name} (0 of {n})" if name == STAGES[2] else name
+        on_progress(1 / 3, label)
 
     def patients_done(done: int, total: int) -> None:
-        on_progress(2 / 3 + done / max(total, 1) / 3, f"{STAGES[2]} ({done} of {total})")
+        nonlocal label
+        label = f"{STAGES[2]} ({done} of {total})"
+
+    def work(share: float) -> None:
+        # the masking is nearly all of a run's time after the fit: it fills the bar's last
+        # two thirds, the calibration game's part included
+        on_progress(1 / 3 + 2 / 3 * share, label)
 
     handle.report(config.method, config.alpha, "width", config.budget, patients_done, stage,
-                  background_bootstrap=config.background_bootstrap)
+                  background_bootstrap=config.background_bootstrap, work=work)
     stage("Done")
     finished(prepared(config, handle))
     on_progress(1.0, "Done")

@@ -1,10 +1,10 @@
 """core.cancel: a caller's stop check ends a computation at its next chunk, and leaves nothing
 behind that changes a later answer; outside a cancellable block nothing changes.
 
-A brute-force system (linear + gamma) is explained with a check that says stop after a given
-number of checkpoints: the calibration game's rows, the brute-force model calls and the
-patient chunks each ask. The explanation computed afterwards equals one from an explainer that
-was never interrupted.
+A system masked by brute force (linear + gamma, masking="brute") is explained with a check that
+says stop after a given number of checkpoints: the calibration game's rows, the brute-force
+model calls and the patient chunks each ask. The explanation computed afterwards equals one
+from an explainer that was never interrupted.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_a_stop_ends_the_work_and_leaves_the_explainer_as_good_as_new(
         system_and_patients, tmp_path, after) -> None:
     system, patients = system_and_patients
     # Each explainer its own empty cache: nothing computed by one is read by the other.
-    explainer = Explainer(system, background_size=8, seed=0,
+    explainer = Explainer(system, background_size=8, seed=0, masking="brute",
                           cache=GameCache(tmp_path / "interrupted"))
     explainer.evaluator.rows_per_call = 2_000  # small calls: the game asks many times
     stop = StopAfter(after)
@@ -59,7 +59,7 @@ def test_a_stop_ends_the_work_and_leaves_the_explainer_as_good_as_new(
         explainer.explain(patients, method="exact", calibration_bootstrap=20)
     assert stop.asked == after + 1  # it stopped at the first checkpoint told to stop
     done = explainer.explain(patients, method="exact", calibration_bootstrap=20)
-    fresh = Explainer(system, background_size=8, seed=0,
+    fresh = Explainer(system, background_size=8, seed=0, masking="brute",
                       cache=GameCache(tmp_path / "fresh")).explain(
         patients, method="exact", calibration_bootstrap=20)
     np.testing.assert_allclose(done.decomposition.calibration,

@@ -21,9 +21,9 @@ from cpdecomp.app.sources import load_sample
 from cpdecomp.core.cancel import Cancelled, cancellable
 
 KEY = ("exact", 0.1, "width", None)
-# linear + gamma masks by brute force: the slow path, with checkpoints between model calls.
+# Brute force: the slow path, with checkpoints between model calls.
 OPTIONS = StudyOptions(target="progression", id_column="patient_id", model="linear",
-                       family="gamma", background=8)
+                       family="gamma", background=8, masking="brute")
 
 
 @pytest.fixture(scope="module")
