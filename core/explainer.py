@@ -39,7 +39,7 @@ from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.games import CalibrationGame, MaskedEvaluator, MaskingPath, instance_values
 from cpdecomp.core.games.cache import GameCache, content_digest, shared_cache
 from cpdecomp.core.interactions import Interactions, LatticeGames, lattice_interactions
-from cpdecomp.core.progress import metered
+from cpdecomp.core.progress import unmetered
 from cpdecomp.core.system import ConformalSystem
 from cpdecomp.core.typing import FloatArray
 from cpdecomp.core.workers import explain_in_workers, local_workers
@@ -383,7 +383,7 @@ class Explainer:
                 else coalitions
         else:
             probe = coalitions
-        with metered(lambda done: None):
+        with unmetered():
             # the kernels compiled (or read from numba's cache) first: once per process
             self.evaluator.evaluate_by_row(probe[:2], rows[:1], names)
             started = time.perf_counter()

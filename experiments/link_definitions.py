@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cpdecomp import Explainer, StudyOptions, load_table, prepare_study
+from cpdecomp import Explainer, StudyOptions, load_table, prepare_study, split_rows
 from cpdecomp.core.games.cache import GameCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +60,8 @@ class Case:
     poisson: bool = False
     """A LightGBM Poisson point model brought by the user (else the built-in gbm)."""
     positive_only: bool = False
+    features: tuple[str, ...] | None = None
+    """A subset of the features (None: all), for a quick check."""
 
 
 CASES = (
@@ -90,11 +92,11 @@ def compare(case: Case) -> dict[str, object]:
     if case.positive_only:
         table = table[table[case.target] > 0].reset_index(drop=True)
     options = StudyOptions(target=case.target, id_column="patient_id", family=case.family,
-                           background=case.background, seed=SEED)
+                           background=case.background, seed=SEED, features=case.features)
     models = None
     if case.poisson:
-        from cpdecomp.core.data import split_rows
-        features = [c for c in table.columns if c not in ("patient_id", case.target)]
+        features = list(case.features or [c for c in table.columns
+                                          if c not in ("patient_id", case.target)])
         train, _, _ = split_rows(len(table), options.split, SEED)
         models = {"f": poisson_model(table, case.target, features, train)}
     started = time.perf_counter()

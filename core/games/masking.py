@@ -32,7 +32,7 @@ from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.games.tree_tables import MAX_LATTICE_PLAYERS, TreeTables
 from cpdecomp.core.games.trees import leaf_ensemble
 from cpdecomp.core.models import Component
-from cpdecomp.core.progress import advance, metered
+from cpdecomp.core.progress import advance, unmetered
 from cpdecomp.core.typing import Coalitions, FloatArray
 
 MaskingPath = Literal["auto", "tables", "brute", "response"]
@@ -233,10 +233,10 @@ class MaskedEvaluator:
         rng = np.random.default_rng(seed)
         chosen = np.sort(rng.choice(inner, size=min(n_coalitions, inner.size), replace=False))
         # Rows of the same design, so the fast path sees the design's own grouping.
-        with metered(lambda cells: None):
+        with unmetered():
             fast_values = self.evaluate_by_row(coalitions, rows, fast)
         brute = MaskedEvaluator(self.components, self.background, self.rows_per_call, "brute")
-        with metered(lambda cells: None):  # a check, not the run's work
+        with unmetered():  # a check, not the run's work
             slow_values = brute.evaluate_by_row(coalitions[chosen], rows, fast)
         self.model_rows += brute.model_rows
         worst = 0.0
