@@ -175,10 +175,14 @@ class RunProgress:
         least = BAR_SECONDS if self.mode == "bar" else LINE_SECONDS
         if not (final or forced or self._said_at is None or now - self._said_at >= least):
             return
-        share = min(self.done / self.total, 1.0 if final else 0.999) if self.total else 0.0
+        elapsed = duration(now - self.started)
+        if not self.total:  # before `expect`: the run's estimate is being measured
+            self._write(f"{self.label}: preparing, elapsed {elapsed}", end="\n")
+            self._said_at = now
+            return
+        share = min(self.done / self.total, 1.0 if final else 0.999)
         left = self.remaining(now)
         eta = "ETA --:--" if left is None else f"ETA {duration(0 if final else left)}"
-        elapsed = duration(now - self.started)
         if self.mode == "bar":
             filled = round(WIDTH * share)
             bar = "#" * filled + "." * (WIDTH - filled)
