@@ -5,8 +5,8 @@ a pinned default base, a non-root numeric user, a health check on Streamlit's en
 curl or wget, no telemetry, writable paths in /tmp or /data.
 
 The image test runs the image that `.ci/container.sh` builds (named by CPDECOMP_TEST_IMAGE) with
-podman, exactly as docs/deployment.md's `docker run` line says, and checks what a hospital relies on:
-podman's own health check, the bundled sample end to end in chromium through the published
+podman, exactly as docs/deployment.md's `docker run` line says, and checks what a hospital relies
+on: podman's own health check, the bundled sample end to end in chromium through the published
 port, two sessions computing at once, a review in the /data volume that survives a restart,
 nothing written outside /tmp and /data, and no outbound connection attempted. Without podman,
 root or the image it is skipped, and fails under CI (tests/ci_policy.py).
@@ -183,8 +183,9 @@ def test_readme_run_line_holds_the_hospital_settings():
 
 
 def podman_create_args(name: str, volume: str, port: int, image: str) -> list[str]:
-    """The deployment guide's `docker run` line as `podman create` arguments: its own container name,
-    volume name and host port (free ones), and the image under test; every other flag as is."""
+    """The deployment guide's `docker run` line as `podman create` arguments: its own container
+    name, volume name and host port (free ones), and the image under test; every other flag as
+    is."""
     words = readme_run_line()[2:]
     args: list[str] = []
     position = 0
