@@ -243,6 +243,15 @@ def test_the_readme_is_for_the_first_two_minutes() -> None:
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
 
 
+def test_the_readmes_links_reach_files_of_the_checkout() -> None:
+    """The README is read outside the site (a repository's front page), so mkdocs does not
+    check its links: every relative link names a file that exists."""
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    local = [link for link in links if "://" not in link]
+    assert local, "the README links into the docs"
+    assert [link for link in local if not (ROOT / link).is_file()] == []
+
+
 def test_the_api_reference_documents_every_public_name() -> None:
     import cpdecomp
 
