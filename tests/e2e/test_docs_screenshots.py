@@ -21,12 +21,19 @@ from dashboard_driver import ROOT, STEP_TIMEOUT, dashboard_page, open_page, run_
 
 IMAGES = ROOT / "docs" / "images"
 SIZE = (1440, 900)
-PICTURES = ("data", "setup", "cohort", "patient", "review-queue")
+PICTURES = ("data", "setup", "cohort", "patient", "patient-reading", "review-queue")
 """The pictures this test makes, one per page, in the order a clinician meets them."""
 READING = ("s5 ltg widens it for this patient (+27) but narrows it through the calibration set "
            "(−44): the total shows only −18")
 """The Patient page's reading of the first patient, which docs/clinician.md and the README
 quote."""
+
+SCROLL_BELOW_HEADER = """el => {
+  // The page scrolls in stMain (or the window, in other Streamlit layouts): whichever moves.
+  const main = document.querySelector('[data-testid="stMain"]');
+  main.scrollBy(0, el.getBoundingClientRect().top - 90);
+  window.scrollBy(0, el.getBoundingClientRect().top - 90);
+}"""
 
 pytestmark = pytest.mark.slow
 
@@ -76,6 +83,12 @@ def test_the_guides_pictures_are_the_dashboard_at_1440x900(tmp_path: Path) -> No
             "P0004 · width 277 (percentile 86)")
         expect(page.get_by_test_id("stMain")).to_contain_text(READING)
         shoot(page, "patient")
+        # Further down: the reading in words, then the waterfall; the reading's first line
+        # clear of Streamlit's header (which overlays the top of the scrolled page).
+        page.locator(".st-key-patient_reading").evaluate(SCROLL_BELOW_HEADER)
+        expect(page.locator(".st-key-patient_waterfall .cp-chart")).to_be_visible(
+            timeout=STEP_TIMEOUT)
+        shoot(page, "patient-reading")
 
         open_page(page, "Review queue")
         expect(page.get_by_text("Mark a case reviewed")).to_be_visible(timeout=STEP_TIMEOUT)
