@@ -169,6 +169,19 @@ def subgroup_report(feature: str) -> None:
                "not split into feature parts, so it is not offered here.")
 
 
+def link_scale_note(links: dict[str, str]) -> str:
+    """The masking's definition for a model with a log link (core.games.masking), said."""
+    if not links:
+        return ""
+    names = " and ".join(sorted(links))
+    return (f" The model behind {names} has a log link (a gamma, Poisson or Tweedie loss): a "
+            "removed feature is averaged over the background on its log scale, exp(mean of the "
+            "model's raw output), which keeps the exact tree tables and is shap's "
+            "model_output='raw' convention; the mean of its predictions themselves (the command "
+            "line's --masking response) is exact too, by brute force, and shares the same width "
+            "out differently (docs: the method, models with a log link).")
+
+
 subgroups()
 glossary.how_to_read()
 with st.expander("Analyst's details"):
@@ -183,5 +196,6 @@ with st.expander("Analyst's details"):
         "scale they add to the total exactly. Multiplicative families are exact in log units; "
         "in width units all three vectors are rescaled by one logarithmic-mean factor per "
         "patient. Sign counts (⇄, the queue's warnings) leave out a φ_C whose bootstrap "
-        "interval holds 0 (low ≤ 0 ≤ high): its direction is not settled.")
+        "interval holds 0 (low ≤ 0 ≤ high): its direction is not settled."
+        + link_scale_note(report.meta.get("link_scale", {})))
 interactions.render(results)

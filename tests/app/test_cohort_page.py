@@ -89,3 +89,25 @@ def test_a_bug_shows_a_short_error_and_keeps_cell_values_out_of_the_log(
     assert [e.value for e in at.error] == [
         "Unexpected error (ValueError); the previous results are kept. Please report it."]
     assert "ValueError" in caplog.text and "secret-cell-value" not in caplog.text
+
+
+def test_the_analysts_details_say_how_a_log_link_model_is_averaged() -> None:
+    """The gamma family's linear model is a gamma GLM (log link): its removal is averaged on
+    the log scale, and the details say so; an identity-link run says nothing of links."""
+    at = new_app()
+    at.switch_page("views/setup.py").run()
+    at.selectbox(key="cp_family").set_value("gamma").run()
+    at = run_linear(at)
+    at.switch_page("views/cohort.py").run()
+    assert errors(at) == []
+    details = analyst_details(at)
+    assert "The model behind f has a log link" in details
+    assert "--masking response" in details
+    plain = run_linear(new_app())
+    plain.switch_page("views/cohort.py").run()
+    assert "log link" not in analyst_details(plain)
+
+
+def analyst_details(at) -> str:
+    (expander,) = [e for e in at.expander if e.label == "Analyst's details"]
+    return " ".join(m.value for m in expander.markdown)
