@@ -398,33 +398,36 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
     if args.train:
         train = load_table(args.train, text_columns=ids, limits=limits)
         calibration = load_table(args.calibration, text_columns=ids, limits=limits)
-    study: Study | StreamedStudy
-    if train is not None and calibration is not None and args.data != STDIN:
-        # DATA is only the patients: read it a chunk at a time (once to check it and gather
-        # its warnings, once to explain it), so memory holds a chunk, not the cohort.
-        def chunks() -> Iterator[pd.DataFrame]:
-            return iter_table(args.data, text_columns=ids, limits=limits)
-
-        console.step(f"read {len(train):,} training and {len(calibration):,} calibration "
-                     "rows; the patients are read in chunks")
-        study = prepare_streamed_study(chunks, options, train, calibration, alpha=alpha,
-                                       models=models)
-        n_patients = study.n_patients
-    else:
+    data = None
+    if not (train is not None and calibration is not None and args.data != STDIN):
         data = read_data(args.data, ids, limits)
         console.step(f"read {len(data):,} rows x {data.shape[1]} columns"
                      + (f", {len(train):,} training and {len(calibration):,} calibration rows"
                         if train is not None and calibration is not None else ""))
-        study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha,
-                              models=models)
-        n_patients = len(study.patients)
-    console.step(f"fitted {args.model} on {study.n_train:,} rows and calibrated "
-                 f"({args.family}, {study.system.n_calibration:,} rows); explaining "
-                 f"{n_patients:,} patients with {args.method}")
     progress = console.progress("explaining")
-    # The scheduler first: an unreachable one is refused before any progress is said.
+    # The scheduler first: an unreachable one is refused before any progress is said. The
+    # heartbeat then covers the fit and the estimate's probe (which may compile the kernels).
     with parallel_backend(args.scheduler), progress.running():
-        # (the heartbeat covers the estimate's probe, which may compile the kernels)
+        study: Study | StreamedStudy
+        if data is None:
+            # DATA is only the patients: read it a chunk at a time (once to check it and gather
+            # its warnings, once to explain it), so memory holds a chunk, not the cohort.
+            def chunks() -> Iterator[pd.DataFrame]:
+                return iter_table(args.data, text_columns=ids, limits=limits)
+
+            assert train is not None and calibration is not None
+            console.step(f"read {len(train):,} training and {len(calibration):,} calibration "
+                         "rows; the patients are read in chunks")
+            study = prepare_streamed_study(chunks, options, train, calibration, alpha=alpha,
+                                           models=models)
+            n_patients = study.n_patients
+        else:
+            study = prepare_study(data, options, train=train, calibration=calibration,
+                                  alpha=alpha, models=models)
+            n_patients = len(study.patients)
+        console.step(f"fitted {args.model} on {study.n_train:,} rows and calibrated "
+                     f"({args.family}, {study.system.n_calibration:,} rows); explaining "
+                     f"{n_patients:,} patients with {args.method}")
         estimate = study.estimate(args.method, args.budget, groups, args.background_bootstrap)
         check_time(estimate, args.max_seconds, args.masking)
         if estimate.seconds > SAY_ESTIMATE_SECONDS:

@@ -55,6 +55,8 @@ LINE_SECONDS = 5.0
 """Fewest seconds between two progress lines in a log (the bar redraws more often)."""
 BAR_SECONDS = 0.25
 """Fewest seconds between two redraws of the bar on a terminal."""
+FIRST_SECONDS = 2.0
+"""A run's first report comes at its first tick or after this long, whichever is first."""
 HEARTBEAT_SECONDS = 10.0
 """Most seconds without a report: a quiet stretch (a compile, a large sort) says it is alive."""
 
@@ -135,7 +137,7 @@ class RunProgress:
         stop = threading.Event()
 
         def beat() -> None:
-            wait = min(3.0, HEARTBEAT_SECONDS)  # the first report comes within seconds
+            wait = min(FIRST_SECONDS, HEARTBEAT_SECONDS)  # the first report within seconds
             while not stop.wait(wait):
                 with self._lock:
                     if self._said_at is None or self.clock() - self._said_at >= wait:
