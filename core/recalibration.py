@@ -36,7 +36,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -176,6 +176,8 @@ class Comparison:
     identity: dict
     """The identities' largest gaps (see module docstring) and whether φ_I is identical."""
     warnings: tuple[str, ...] = ()
+    context: Mapping[str, object] = field(default_factory=dict)
+    """What the caller adds to `meta` (a study's model, target and training rows)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -196,7 +198,7 @@ class Comparison:
     def meta(self) -> dict:
         """The run's description, the sets, the coverage table and the identity check."""
         return {
-            "family": self.family, "method": self.method, "budget": self.budget,
+            "family": self.family, **self.context, "method": self.method, "budget": self.budget,
             "alpha": self.alpha, "scale": self.units, "separating_scale": self.separating_units,
             "seed": self.seed, "background": self.background_size,
             "n_evaluations": self.n_evaluations, "efficient": self.efficient,

@@ -204,13 +204,16 @@ class Study:
                     continue
                 sets[other], more = labelled_rows(table, self.columns.target, other)
                 notes += more
-        return compare_calibrations(
+        comparison = compare_calibrations(
             self.system.fitted, sets, self.patients, reference=reference, method=method,
             alpha=alpha, units=units, budget=budget, groups=groups,
             calibration_bootstrap=calibration_bootstrap, level=level,
             explainer=self.explainer, patient_ids=self.patient_ids,
             patient_targets=self.patient_targets, progress=progress,
             warnings=[*self.warnings, *notes])
+        return replace(comparison, context={"model": self.options.model,
+                                            "target": self.columns.target,
+                                            "n_train": self.n_train})
 
     def interactions(self, alpha: float = 0.1, index: str = "SII", units: Units = "width",
                      rows: Sequence[int] | None = None,
