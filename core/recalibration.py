@@ -357,13 +357,13 @@ def compare_calibrations(
     )
 
 
-def split_calibration(table: pd.DataFrame, by: str, target: str
+def split_calibration(table: pd.DataFrame, by: str, target: str, name: str = "{value}"
                       ) -> tuple[dict[str, CalibrationRows], list[str]]:
     """Calibration rows split into sets by the values of one column (a site, a period).
 
-    Sets are named by the values, in sorted order (numbers as numbers), so a monitoring job's
-    first period comes first; rows without a value of `by`, or without a target, are left out
-    (said in the warnings).
+    Sets are named by the values (`name` formats them: "{column} {value}" reads "site B"), in
+    sorted order (numbers as numbers), so a monitoring job's first period comes first; rows
+    without a value of `by`, or without a target, are left out (said in the warnings).
     """
     if by not in table.columns:
         raise CpdecompError(f"the calibration rows have no column {by!r} to split them by"
@@ -393,7 +393,8 @@ def split_calibration(table: pd.DataFrame, by: str, target: str
     if len(distinct) < 2:
         raise CpdecompError(f"the calibration rows have {len(distinct)} value of {by!r}: "
                             "there is nothing to compare")
-    labels = {_label(v): v for v in sorted(distinct, key=_sort_key)}
+    labels = {name.format(column=by, value=_label(v)): v
+              for v in sorted(distinct, key=_sort_key)}
     if len(labels) != len(distinct):
         raise CpdecompError(f"two values of {by!r} have the same name as text; rename them")
     out: dict[str, CalibrationRows] = {}

@@ -172,7 +172,8 @@ class Study:
             )
 
     def compare(self, against: Mapping[str, pd.DataFrame | ConformalSystem] | None = None, *,
-                name: str = OWN_SET, by: str | None = None, reference: str | None = None,
+                name: str = OWN_SET, by: str | None = None, by_name: str = "{value}",
+                reference: str | None = None,
                 method: str = "exact", alpha: float = 0.1, units: Units = "width",
                 budget: int | None = None, groups: Sequence[Sequence[str]] | None = None,
                 calibration_bootstrap: int = CALIBRATION_BOOTSTRAP,
@@ -181,8 +182,9 @@ class Study:
         """Compare calibration sets of this study's fitted system on its patients
         (core.recalibration): the study's own calibration set, called `name`, against each
         table of `against` (with the target column; name -> table), or, with `by`, the study's
-        calibration rows split by that column's values (a site, a period). The reference
-        defaults to the first set: the study's own, or the first value of `by`.
+        calibration rows split by that column's values (a site, a period), each set named by
+        `by_name` ("{column} {value}" reads "site B"). The reference defaults to the first set:
+        the study's own, or the first value of `by`.
         """
         notes: list[str] = []
         sets: dict[str, CalibrationRows | ConformalSystem] = {}
@@ -192,7 +194,8 @@ class Study:
                                     "or against other sets, not both at once")
             if self.calibration_table is None:
                 raise CpdecompError("this study keeps no calibration table to split")
-            split, notes = split_calibration(self.calibration_table, by, self.columns.target)
+            split, notes = split_calibration(self.calibration_table, by, self.columns.target,
+                                             by_name)
             sets.update(split)
         else:
             sets[name] = self.system
