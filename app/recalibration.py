@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from cpdecomp import Comparison, Study
 from cpdecomp.app import charts, html_charts, summaries
 from cpdecomp.app.text import people_number, plotly_text
+from cpdecomp.core.conformal import minimum_calibration_size
 from cpdecomp.core.decomposition import Units
 from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.recalibration import MAX_SETS, split_calibration
@@ -52,19 +53,21 @@ def set_name(file_name: str) -> str:
     return stem if stem and stem != OWN else "uploaded set"
 
 
-def split_columns(study: Study) -> list[str]:
+def split_columns(study: Study, alpha: float) -> list[str]:
     """Columns of the run's calibration rows that split them into a few groups (2 to
-    MAX_SETS values): a site, a period, or a category such as sex."""
+    MAX_SETS values, such as a site, a period, or a category such as sex), each group with
+    the rows alpha needs (minimum_calibration_size): a column with a group too small for
+    alpha is not offered."""
     table = study.calibration_table
     if table is None:
         return []
-    target = study.columns.target
+    need = minimum_calibration_size(alpha)
     found = []
     for column in table.columns:
-        if column in (target, study.columns.id_column):
+        if column in (study.columns.target, study.columns.id_column):
             continue
-        distinct = table[column].dropna().nunique()
-        if 2 <= distinct <= MAX_SETS:
+        counts = table[column].dropna().value_counts()
+        if 2 <= len(counts) <= MAX_SETS and counts.min() >= need:
             found.append(str(column))
     return found
 

@@ -8,6 +8,7 @@ import streamlit as st
 
 from cpdecomp.app import recalibration, runs, sources, state, widgets
 from cpdecomp.app.text import markdown_text, people_number
+from cpdecomp.core.conformal import minimum_calibration_size
 from cpdecomp.core.errors import CpdecompError
 
 st.title("Recalibration")
@@ -27,7 +28,7 @@ st.markdown(
     "comes from the calibration set) moved, and whether they moved by more than chance.")
 
 MODES = {"upload": "Another calibration file", "split": "Groups of this run's calibration rows"}
-columns = recalibration.split_columns(study)
+columns = recalibration.split_columns(study, config.alpha)
 st.session_state.setdefault("recal_mode", "split" if columns else "upload")
 mode = st.radio("Compare this run's calibration set with", list(MODES), key="recal_mode",
                 format_func=MODES.__getitem__, horizontal=True,
@@ -64,13 +65,18 @@ if mode == "upload":
 else:
     if not columns:
         st.info("This run's calibration rows have no column with a few values (2 to "
-                f"{recalibration.MAX_SETS}) to split them by, such as a site or a period. "
-                "Upload another calibration file instead.")
+                f"{recalibration.MAX_SETS}) to split them by, such as a site or a period, "
+                f"with at least {minimum_calibration_size(config.alpha)} rows in each group "
+                f"(what α = {config.alpha:g} needs). Upload another calibration file "
+                "instead.")
         st.stop()
     state.ensure_choice("recal_split_by", columns,
                         next((c for c in columns if c.lower() in ("site", "period")), columns[0]))
     by = st.selectbox("Split the calibration rows by", columns, key="recal_split_by",
-                      help="Each value of the column makes one calibration set.")
+                      help="Each value of the column makes one calibration set. Offered: "
+                           f"columns with 2 to {recalibration.MAX_SETS} values and at least "
+                           f"{minimum_calibration_size(config.alpha)} rows for each (what "
+                           f"α = {config.alpha:g} needs).")
     if by in e.features:
         st.caption(f"{markdown_text(by)} is one of the model's features: within each group it "
                    "has one value, so its own calibration-driven part says little; the other "

@@ -157,3 +157,22 @@ def test_the_sets_panels_and_boxes_draw_one_per_set_with_names_escaped() -> None
         {"site A": np.array([1.0, 2.0, 3.0]), "site B": np.array([2.0, 4.0])}, units="width",
         title="widths"))
     assert boxes.count('class="cp-row"') == 2 and "site B" in boxes
+
+
+def test_a_table_the_user_brings_is_split_by_its_site_column() -> None:
+    from dashboard_helpers import small_table
+
+    at = new_app()
+    at.radio(key="data_source").set_value("upload").run()
+    table = small_table(240).rename(columns={"ward": "site"})
+    at.file_uploader(key="upload").set_value(("cohort.csv", csv_bytes(table), "text/csv"))
+    at.run()
+    at = run_linear(at)
+    at.switch_page(PAGE).run()
+    assert errors(at) == []
+    assert at.radio(key="recal_mode").value == "split"
+    assert at.selectbox(key="recal_split_by").value == "site"
+    assert at.selectbox(key="recal_reference").value == "site A"
+    assert shown_text(at.info[0].value).startswith("Under site B, intervals are")
+    # Only columns whose every group has the rows alpha needs are offered.
+    assert at.selectbox(key="recal_split_by").options == ["site"]
