@@ -180,3 +180,21 @@ def test_compare_takes_explains_shared_options():
     for option in shared - {"--calibration", "--calibration-bootstrap"}:
         assert explain[option].help == compare[option].help, option
     assert compare["--calibration-bootstrap"].default == 200
+
+
+@pytest.mark.parametrize(("method", "scale"), [("leave-one-out", "log"), ("permutation", "width")])
+def test_other_methods_and_log_units_validate_and_report_their_gaps(capsys, tmp_path, validator,
+                                                                    method, scale):
+    out = tmp_path / "o.json"
+    run_ok(capsys, *BASE, "--calibration-by", "sex", "--method", method, "--scale", scale,
+           *(["--budget", "8"] if method == "permutation" else []), "--out", out, "-q")
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert errors(validator, doc) == []
+    identity = doc["meta"]["identity"]
+    assert identity["instance_identical"] is True and identity["instance_change"] == 0
+    assert identity["efficient"] is (method != "leave-one-out")
+    if method == "leave-one-out":  # not efficient: the gap is reported, not asserted
+        assert identity["total_change_gap"] > 1e-6
+    else:
+        assert identity["total_change_gap"] < 1e-9
+    assert (doc["meta"]["instance_note"] is None) == (scale == "log")

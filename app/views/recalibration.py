@@ -110,7 +110,8 @@ if comparison is None:
         if earlier is None:
             st.stop()
         comparison = earlier[1]
-        st.caption("Showing the earlier comparison below.")
+        st.caption("Showing the earlier comparison below ("
+                   + markdown_text(", ".join(comparison.names)) + ").")
     else:
         st.session_state["_recalibration"] = (key, comparison)
 
@@ -208,7 +209,7 @@ else:
            if factors[0] is not None and factors[1] is not None else ratio)
     st.caption("The instance-driven parts come from this patient's own values. In width units "
                "they are rescaled with the interval: under "
-               f"{markdown_text(name)} each is {own:.3f} times its value under "
+               f"{markdown_text(name)} each is {own:.2f} times its value under "
                f"{markdown_text(comparison.reference)}, a change of scale, not of the patient "
                "(in log units they are the same).")
 
