@@ -506,3 +506,80 @@ def sign_disagreement_bars(features: Sequence[str], calibration_vs_instance: np.
     layout["margin"]["t"] = 90
     layout["xaxis"].update(range=[0, 115], title={"text": "% of patients with opposite signs"})
     return _figure(traces, layout)
+
+
+WIDTH_COLOUR = "#555555"
+"""A width is no part: the total's grey, as the widths' histogram draws it."""
+
+
+def set_width_boxes(widths: dict[str, np.ndarray], *, units: str, title: str) -> go.Figure:
+    """The patients' interval widths under each calibration set: one grey box per set (the
+    Recalibration page), on an axis from 0 so a box's place is the width itself."""
+    names = tick_labels(list(widths))
+    traces = [dict(type="box", x=np.asarray(values, dtype=float), name=name, orientation="h",
+                   boxpoints="outliers", marker={"color": WIDTH_COLOUR, "size": 4},
+                   line={"color": "#333333"}, fillcolor="rgba(85,85,85,0.25)")
+              for name, values in zip(names, widths.values(), strict=True)]
+    layout = _layout(140 + 2 * ROW_HEIGHT * len(names), title, left=label_margin(names))
+    layout["xaxis"].update(zeroline=True, zerolinewidth=1.5, title={"text": units})
+    return _figure(traces, layout)
+
+
+def set_bars(features: Sequence[str], values: dict[str, np.ndarray], *, view: str, units: str,
+             title: str, order: np.ndarray,
+             ranges: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+             scale: float | None = None) -> go.Figure:
+    """One patient's part (`view`) under each calibration set: a panel per set side by side,
+    the features in `order` and one value scale, in the part's colour (the Recalibration
+    page). `ranges`: each set's (low, high) of the part, drawn as whiskers; a bar whose range
+    holds 0 is pale and its feature marked ? on the axis when it does so under every set."""
+    names = list(values)
+    arrays = {name: np.asarray(v, dtype=float) for name, v in values.items()}
+    spans = {name: tuple(np.asarray(e, dtype=float) for e in r)
+             for name, r in (ranges or {}).items()}
+    holds = {name: (spans[name][0] <= 0) & (spans[name][1] >= 0) if name in spans
+             else np.zeros(len(features), bool) for name in names}
+    everywhere = np.logical_and.reduce([holds[n] for n in names]) if spans else np.zeros(
+        len(features), bool)
+    labels = tick_labels([feature_label(features[j], False, bool(everywhere[j])) for j in order])
+    shown = np.concatenate([*arrays.values(), *(e for s in spans.values() for e in s)])
+    limit = _padded_limit(shown)
+    if scale is None:
+        scale = float(np.max(np.abs(shown), initial=0.0))
+    gap = 0.05
+    width = (1 - gap * (len(names) - 1)) / len(names)
+    traces, axes, titles = [], {}, []
+    for k, name in enumerate(names):
+        suffix = "" if k == 0 else str(k + 1)
+        domain = (k * (width + gap), k * (width + gap) + width)
+        part = arrays[name]
+        whiskers, span = None, spans.get(name)
+        if span is not None:
+            whiskers = {"type": "data", "symmetric": False,
+                        "array": np.maximum(span[1] - part, 0)[order],
+                        "arrayminus": np.maximum(part - span[0], 0)[order], "visible": True,
+                        "color": "#111111", "thickness": 1.2, "width": 4}
+        hover = [f"<b>{plotly_text(features[j])}</b> under {plotly_text(name)}: "
+                 f"{people_number(part[j], scale, signed=True)}"
+                 + ("" if span is None else
+                    f" (likely range {people_number(span[0][j], scale, signed=True)} to "
+                    f"{people_number(span[1][j], scale, signed=True)})") for j in order]
+        traces.append(dict(
+            type="bar", x=part[order], y=labels, orientation="h", name=plotly_text(name),
+            error_x=whiskers, xaxis=f"x{suffix}", yaxis="y", showlegend=False,
+            marker={"color": COLOURS[view],
+                    "opacity": [UNSETTLED_OPACITY if holds[name][j] else 1.0 for j in order],
+                    "line": {"color": "#111111", "width": 0.5}},
+            text=None if span is not None else
+            [people_number(v, scale, signed=True) for v in part[order]],
+            textposition="outside", cliponaxis=False, textfont={"size": 12},
+            customdata=hover, hovertemplate="%{customdata}<extra></extra>"))
+        axes[f"xaxis{suffix}"] = _axis(domain=domain, anchor="y", range=[-limit, limit],
+                                       zeroline=True, zerolinewidth=1.5,
+                                       title={"text": units if k == len(names) // 2 else ""})
+        titles.append({"text": f"under {plotly_text(name)}", "x": sum(domain) / 2, "y": 1.0,
+                       "xref": "paper", "yref": "paper", "xanchor": "center",
+                       "yanchor": "bottom", "showarrow": False, "font": {"size": 15}})
+    layout = _layout(150 + ROW_HEIGHT * len(features), title, left=label_margin(labels),
+                     **axes, annotations=titles)
+    return _figure(traces, layout)

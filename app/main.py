@@ -1,7 +1,7 @@
 """cpdecomp dashboard: `streamlit run app/main.py`.
 
-Pages read top to bottom (Data -> Setup -> Cohort -> Patient -> Review queue); the logic they
-share lives in plain modules beside this file.
+Pages read top to bottom (Data -> Setup -> Cohort -> Recalibration -> Patient -> Review queue);
+the logic they share lives in plain modules beside this file.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ PAGES = [
     st.Page("views/data.py", title="Data", icon=":material/table:", default=True),
     st.Page("views/setup.py", title="Setup", icon=":material/tune:"),
     st.Page("views/cohort.py", title="Cohort", icon=":material/groups:"),
+    st.Page("views/recalibration.py", title="Recalibration", icon=":material/compare_arrows:"),
     st.Page("views/patient.py", title="Patient", icon=":material/person:"),
     st.Page("views/queue.py", title="Review queue", icon=":material/checklist:"),
 ]

@@ -75,7 +75,8 @@ DEFAULTS: dict[str, object] = {
 
 WIDGET_KEYS = (*DEFAULTS, "target_column", "id_column", "patient", "queue_threshold",
                "review_patient", "compare_patient", "compare_on", "fixed_q_on", "whatif_on",
-               "subgroup_feature")
+               "subgroup_feature", "recal_mode", "recal_split_by", "recal_reference", "recal_set",
+               "recal_patient")
 """Widget values that must survive switching pages (Streamlit drops a widget's state when a
 page without that widget runs, unless the value is re-assigned each run)."""
 

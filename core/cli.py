@@ -27,9 +27,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from cpdecomp.core.attribution import METHOD_BUDGETS, METHODS, build_design
 from cpdecomp.core.conformal import FAMILIES, alpha_fraction
-from cpdecomp.core.data import parse_split
+from cpdecomp.core.data import choose_columns, did_you_mean, parse_split
 from cpdecomp.core.decomposition import check_units
 from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.explainer import RunEstimate
@@ -38,7 +40,7 @@ from cpdecomp.core.games.cache import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, shared
 from cpdecomp.core.model_files import load_model_file
 from cpdecomp.core.models import MODELS
 from cpdecomp.core.optional import require
-from cpdecomp.core.output import STDOUT, output_format, write_reports
+from cpdecomp.core.output import STDOUT, output_format, write_comparison, write_reports
 from cpdecomp.core.progress import RunProgress, duration
 from cpdecomp.core.tables import LIMITS, TableLimits, iter_table, load_table
 from cpdecomp.core.versions import library_versions
@@ -53,6 +55,8 @@ from cpdecomp.core.workflow import (
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from cpdecomp.core.recalibration import Comparison
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -69,6 +73,10 @@ examples:
   cpdecomp explain cohort.parquet --target cd4 --model rf --jobs -1 --out explained.json
   cpdecomp explain - --target progression --out - --format csv < patients.csv > explained.csv
   cpdecomp explain big.csv --target y --max-cells 60000000 --max-bytes 2000000000 --out big.parquet
+  cpdecomp compare sample_data/diabetes.csv --target progression --id-column patient_id \\
+      --calibration-by sex --out recalibration.csv
+  cpdecomp compare patients.csv --target y --train train.csv --calibration site_a.csv \\
+      --against site_b.csv --out recalibration.json
   cpdecomp cache info
   cpdecomp dashboard --port 8502
 
@@ -128,6 +136,82 @@ def _verbosity(parser: argparse.ArgumentParser) -> None:
                        help="also print each step (reading, fitting, writing) with timings")
 
 
+def _input_arguments(parser: argparse.ArgumentParser, data: str, calibration: str) -> None:
+    """The inputs and the fit explain and compare share: data, columns, files, family, model,
+    method and alpha."""
+    parser.add_argument("data", metavar="DATA", help=data)
+    parser.add_argument("--target", required=True, help="the outcome column")
+    parser.add_argument("--id-column", help="column that identifies patients")
+    parser.add_argument("--features", help="comma-separated feature columns (default: all others)")
+    parser.add_argument("--train", help="training file; then DATA holds only patients to explain")
+    parser.add_argument("--calibration", help=calibration)
+    parser.add_argument("--split", default="0.5,0.25,0.25",
+                        help="train,calibration,test fractions of DATA (default %(default)s)")
+    parser.add_argument("--family", default="normalized", choices=list(FAMILIES),
+                        help="conformal score family: absolute residuals, normalized by a "
+                        "fitted spread, gamma (relative), or conformalized quantile regression "
+                        "(cqr, cqr-r on the log scale) (default %(default)s)")
+    parser.add_argument("--model", default="gbm", choices=list(MODELS),
+                        help="point model: gradient boosting, random forest or least squares "
+                        "(default %(default)s)")
+    parser.add_argument("--model-file", action="append", default=[], metavar="COMPONENT=PATH",
+                        help="a fitted model for one component (f, sigma, lo, hi) instead of "
+                        "fitting --model: .skops, XGBoost .json/.ubj or LightGBM .txt, never "
+                        "pickle (repeatable)")
+    parser.add_argument("--method", default="exact", metavar="|".join(METHODS),
+                        help="attribution method (default %(default)s)")
+    parser.add_argument("--budget", "--permutations", dest="budget", type=int, default=None,
+                        help="budget of a sampled method: " + "; ".join(
+                            f"{name}: {spec.unit} (default {spec.default})"
+                            for name, spec in METHOD_BUDGETS.items() if spec is not None))
+    parser.add_argument("--group", action="append", default=[], metavar="A,B",
+                        help="features that enter and leave coalitions together as one player "
+                        "(repeatable); the rest stay single")
+    parser.add_argument("--alpha", default="0.1", help="miscoverage (default %(default)s)")
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The background, units, masking path and seed explain and compare share."""
+    parser.add_argument("--background", type=int, default=None,
+                        help="background rows drawn from training (default: 1000 where tree "
+                        "tables or a closed form apply, else 64)")
+    parser.add_argument("--scale", default="width", choices=["width", "log"],
+                        help="units of the attributions: width (they sum to width - base "
+                        "width), or log for the log-scale families (they sum to ln(width / "
+                        "base width)) (default %(default)s)")
+    parser.add_argument("--masking", default="auto", choices=list(MASKING_PATHS),
+                        help="masked predictions: auto (tree tables or closed form where the "
+                        "model allows, else brute force), tables, or brute (the same values, "
+                        "by one way); response: a model with a log link (gamma family, "
+                        "Poisson/gamma/Tweedie boosters) averaged over the background on the "
+                        "response scale instead of its log scale (brute force) "
+                        "(default %(default)s)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the split, the model, the background draw and sampled "
+                        "methods: the same seed gives the same output (default %(default)s)")
+
+
+def _output_arguments(parser: argparse.ArgumentParser) -> None:
+    """--out, --format, the caps on each input file and the verbosity."""
+    parser.add_argument("--out", required=True,
+                        help="FILE.csv, FILE.parquet or FILE.json, or - for standard output "
+                        "(with --format)")
+    parser.add_argument("--format", choices=["csv", "parquet", "json"],
+                        help="output format; needed with --out -, else the extension says it")
+    caps = parser.add_argument_group(
+        "caps on each input file", "Reading stops at these, so that a wrong file cannot "
+        "exhaust memory;\nraise them for a cohort that is larger on purpose.")
+    caps.add_argument("--max-rows", type=_positive, default=LIMITS.max_rows, metavar="N",
+                      help="most data rows (default %(default)s)")
+    caps.add_argument("--max-cells", type=_positive, default=LIMITS.max_cells, metavar="N",
+                      help="most rows x columns (default %(default)s)")
+    caps.add_argument("--max-bytes", type=_positive, default=LIMITS.max_bytes, metavar="N",
+                      help="largest file, in bytes; for Parquet also the most data once "
+                      f"decompressed, which is at least {LIMITS.max_decoded_bytes} "
+                      "(default %(default)s)")
+    _verbosity(parser)
+
+
 def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = OneLineParser(prog="cpdecomp", description=__doc__.splitlines()[0],
@@ -140,36 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Split each patient's interval width into calibration-driven and "
         "instance-driven attributions per feature.", epilog=EPILOG, formatter_class=formatter,
     )
-    explain.add_argument("data", metavar="DATA",
-                         help="CSV or Parquet file of patients, or - for standard input")
-    explain.add_argument("--target", required=True, help="the outcome column")
-    explain.add_argument("--id-column", help="column that identifies patients")
-    explain.add_argument("--features", help="comma-separated feature columns (default: all others)")
-    explain.add_argument("--train", help="training file; then DATA holds only patients to explain")
-    explain.add_argument("--calibration", help="calibration file (with --train)")
-    explain.add_argument("--split", default="0.5,0.25,0.25",
-                         help="train,calibration,test fractions of DATA (default %(default)s)")
-    explain.add_argument("--family", default="normalized", choices=list(FAMILIES),
-                         help="conformal score family: absolute residuals, normalized by a "
-                         "fitted spread, gamma (relative), or conformalized quantile regression "
-                         "(cqr, cqr-r on the log scale) (default %(default)s)")
-    explain.add_argument("--model", default="gbm", choices=list(MODELS),
-                         help="point model: gradient boosting, random forest or least squares "
-                         "(default %(default)s)")
-    explain.add_argument("--model-file", action="append", default=[], metavar="COMPONENT=PATH",
-                         help="a fitted model for one component (f, sigma, lo, hi) instead of "
-                         "fitting --model: .skops, XGBoost .json/.ubj or LightGBM .txt, never "
-                         "pickle (repeatable)")
-    explain.add_argument("--method", default="exact", metavar="|".join(METHODS),
-                         help="attribution method (default %(default)s)")
-    explain.add_argument("--budget", "--permutations", dest="budget", type=int, default=None,
-                         help="budget of a sampled method: " + "; ".join(
-                             f"{name}: {spec.unit} (default {spec.default})"
-                             for name, spec in METHOD_BUDGETS.items() if spec is not None))
-    explain.add_argument("--group", action="append", default=[], metavar="A,B",
-                         help="features that enter and leave coalitions together as one player "
-                         "(repeatable); the rest stay single")
-    explain.add_argument("--alpha", default="0.1", help="miscoverage (default %(default)s)")
+    _input_arguments(explain, data="CSV or Parquet file of patients, or - for standard input",
+                     calibration="calibration file (with --train)")
     explain.add_argument("--calibration-bootstrap", type=_bootstrap_replicates, default=0,
                          metavar="N",
                          help="resample the calibration rows N times (e.g. 200) for a 90%% "
@@ -187,48 +243,46 @@ def build_parser() -> argparse.ArgumentParser:
                          help="add fixed_quantile: the Shapley values of the width with q-hat "
                          "held fixed, what shap on a fitted conformal regressor's width gives "
                          "(always width units)")
-    explain.add_argument("--background", type=int, default=None,
-                         help="background rows drawn from training (default: 1000 where tree "
-                         "tables or a closed form apply, else 64)")
-    explain.add_argument("--scale", default="width", choices=["width", "log"],
-                         help="units of the attributions: width (they sum to width - base "
-                         "width), or log for the log-scale families (they sum to ln(width / "
-                         "base width)) (default %(default)s)")
-    explain.add_argument("--masking", default="auto", choices=list(MASKING_PATHS),
-                         help="masked predictions: auto (tree tables or closed form where the "
-                         "model allows, else brute force), tables, or brute (the same values, "
-                         "by one way); response: a model with a log link (gamma family, "
-                         "Poisson/gamma/Tweedie boosters) averaged over the background on the "
-                         "response scale instead of its log scale (brute force) "
-                         "(default %(default)s)")
-    explain.add_argument("--seed", type=int, default=0,
-                         help="seed of the split, the model, the background draw and sampled "
-                         "methods: the same seed gives the same output (default %(default)s)")
+    _run_arguments(explain)
     explain.add_argument("--jobs", type=int, default=1,
                          help="worker processes for the patients (-1 = one per core)")
     explain.add_argument("--scheduler", metavar="ADDRESS",
                          help="run the patients on a Dask cluster (e.g. tcp://host:8786)")
-    explain.add_argument("--out", required=True,
-                         help="FILE.csv, FILE.parquet or FILE.json, or - for standard output "
-                         "(with --format)")
-    explain.add_argument("--format", choices=["csv", "parquet", "json"],
-                         help="output format; needed with --out -, else the extension says it")
-    caps = explain.add_argument_group(
-        "caps on each input file", "Reading stops at these, so that a wrong file cannot "
-        "exhaust memory;\nraise them for a cohort that is larger on purpose.")
-    caps.add_argument("--max-rows", type=_positive, default=LIMITS.max_rows, metavar="N",
-                      help="most data rows (default %(default)s)")
-    caps.add_argument("--max-cells", type=_positive, default=LIMITS.max_cells, metavar="N",
-                      help="most rows x columns (default %(default)s)")
-    caps.add_argument("--max-bytes", type=_positive, default=LIMITS.max_bytes, metavar="N",
-                      help="largest file, in bytes; for Parquet also the most data once "
-                      f"decompressed, which is at least {LIMITS.max_decoded_bytes} "
-                      "(default %(default)s)")
     explain.add_argument("--max-seconds", type=_positive, metavar="N",
                          help="refuse, before any masking, a run expected to take longer "
                          "(the estimate is timed on a few of the run's own rows; the message "
                          "names a background or budget that fits) (default: no limit)")
-    _verbosity(explain)
+    _output_arguments(explain)
+    compare = commands.add_parser(
+        "compare", help="compare calibration sets (two sites, two periods) feature by feature",
+        description="Recalibrate one fitted model on two or more calibration sets and say, per "
+        "patient and feature, how the calibration-driven part moved (with a 90%% interval "
+        "from resampling both sets), what the instance-driven part does, and how each set's "
+        "intervals cover the other sets' rows.", epilog=EPILOG, formatter_class=formatter,
+    )
+    _input_arguments(
+        compare, data="CSV or Parquet file: with --train and --calibration the patients to "
+        "explain; without them it is split into training, calibration (the first set) and "
+        "patients, as explain does", calibration="calibration file (with --train): the first "
+        "set, named by its file name")
+    sets = compare.add_mutually_exclusive_group()
+    sets.add_argument("--against", action="append", default=[], metavar="FILE",
+                      help="another calibration set to compare (repeatable), named by its file "
+                      "name; it needs the feature and target columns")
+    sets.add_argument("--calibration-by", metavar="COL",
+                      help="split the calibration rows into sets by this column's values (a "
+                      "site, a period), in sorted order; COL is left out of the features unless "
+                      "--features lists it")
+    compare.add_argument("--reference", metavar="SET",
+                         help="the set the others are compared with: a file name, or a value "
+                         "of --calibration-by (default: the first set)")
+    compare.add_argument("--calibration-bootstrap", type=_bootstrap_replicates, default=200,
+                         metavar="N",
+                         help="resample every set N times, each set independently, for the 90%% "
+                         "intervals of the calibration-driven part and of its change "
+                         "(no model is called; 0: no intervals; default %(default)s)")
+    _run_arguments(compare)
+    _output_arguments(compare)
     reproduce = commands.add_parser(
         "reproduce", help="re-run the experiments behind the method's three claims",
         description="Sign opposition, the clinical decision task and the identity grid, with "
@@ -361,8 +415,9 @@ def model_files(specs: list[str]) -> dict[str, object]:
     return models
 
 
-def run_explain(args: argparse.Namespace, console: Console) -> str:
-    started = time.perf_counter()
+def study_options(args: argparse.Namespace) -> tuple[StudyOptions, float]:
+    """The study's options and alpha from the options explain and compare share, checked
+    before any file is read or model fitted."""
     output_format(args.out, args.format)  # fail before any work
     check_units(FAMILIES[args.family].scale, args.scale, args.family)  # before any work
     # A trial design: refuses an unknown or non-decomposable method with the reason, and a
@@ -371,8 +426,6 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
     alpha = float(alpha_fraction(args.alpha))
     if args.background is not None and args.background < 1:
         raise CpdecompError("--background must be at least 1")
-    if args.jobs == 0 or args.jobs < -1:
-        raise CpdecompError("--jobs must be a positive number of workers, or -1 for all cores")
     features = None
     if args.features:
         features = tuple(name.strip() for name in args.features.split(",") if name.strip())
@@ -383,9 +436,17 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
     )
     if (args.train is None) != (args.calibration is None):
         raise CpdecompError("give both --train and --calibration, or neither")
-    if STDIN in (args.train, args.calibration):
-        raise CpdecompError("only DATA can be - (standard input); give --train and "
-                            "--calibration as files")
+    if STDIN in (args.train, args.calibration, *getattr(args, "against", ())):
+        raise CpdecompError("only DATA can be - (standard input); give the other tables "
+                            "as files")
+    return options, alpha
+
+
+def run_explain(args: argparse.Namespace, console: Console) -> str:
+    started = time.perf_counter()
+    options, alpha = study_options(args)
+    if args.jobs == 0 or args.jobs < -1:
+        raise CpdecompError("--jobs must be a positive number of workers, or -1 for all cores")
     if args.scheduler:
         require("dask.distributed", "--scheduler")
     else:
@@ -485,6 +546,99 @@ def check_time(estimate: RunEstimate, limit: float | None, masking: str) -> None
             "no smaller background or budget would fit: raise --max-seconds")
     raise CpdecompError(f"this run is expected to take about {duration(estimate.seconds)}, "
                         f"above --max-seconds {limit:g}; {hint}")
+
+
+OWN_SET = "calibration"
+"""compare's name for the calibration part of DATA's own split (no --calibration file)."""
+
+
+def run_compare(args: argparse.Namespace, console: Console) -> str:
+    started = time.perf_counter()
+    options, alpha = study_options(args)
+    if not args.against and args.calibration_by is None:
+        raise CpdecompError("give --against FILE (another calibration set) or --calibration-by "
+                            "COL (a column that splits the calibration rows into sets)")
+    models = model_files(args.model_file)  # refused before any table is read
+    ids = [args.id_column] if args.id_column else []
+    limits = table_limits(args)
+    train = calibration = None
+    if args.train:
+        train = load_table(args.train, text_columns=ids, limits=limits)
+        calibration = load_table(args.calibration, text_columns=ids, limits=limits)
+    own = OWN_SET if args.calibration is None else Path(args.calibration).stem
+    names = set_names([own, *args.against])
+    against = {name: load_table(path, text_columns=ids, limits=limits)
+               for name, path in zip(names[1:], args.against, strict=True)}
+    data = read_data(args.data, ids, limits)
+    if args.calibration_by is not None:
+        by = args.calibration_by
+        rows = calibration if calibration is not None else data
+        if by not in rows.columns:
+            where = "calibration file" if calibration is not None else "data"
+            raise CpdecompError(f"--calibration-by {by!r} is not a column of the {where}"
+                                + did_you_mean(by, [str(c) for c in rows.columns]))
+        if options.features is None:  # the split's column is no feature unless asked for
+            chosen = choose_columns(train if train is not None else data, options.target,
+                                    options.id_column, exclude=(by,))
+            options = dataclasses.replace(options, features=chosen.features)
+    console.step(f"read {len(data):,} rows x {data.shape[1]} columns"
+                 + (f", {len(train):,} training and {len(calibration):,} calibration rows"
+                    if train is not None and calibration is not None else "")
+                 + "".join(f", {len(t):,} rows of {n!r}" for n, t in against.items()))
+    study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha,
+                          models=models)
+    console.step(f"fitted {args.model} on {study.n_train:,} rows; comparing calibration sets "
+                 f"on {len(study.patients):,} patients with {args.method}")
+    groups = [[n.strip() for n in text.split(",") if n.strip()] for text in args.group]
+    progress = console.progress("comparing")
+    with progress.running():
+        # every set's calibration game (its rows), then the patients once
+        coalitions = study.estimate(args.method, args.budget, groups).coalitions
+        set_rows = study.system.n_calibration + sum(len(t) for t in against.values())
+        progress.expect(coalitions * (set_rows + len(study.patients)), coalitions * set_rows,
+                        len(study.patients))
+        comparison = study.compare(
+            against if args.calibration_by is None else None, name=own, by=args.calibration_by,
+            reference=args.reference, method=args.method, alpha=alpha, units=args.scale,
+            budget=args.budget, groups=groups,
+            calibration_bootstrap=args.calibration_bootstrap, progress=progress.patients)
+    write_comparison(comparison, args.out, args.format)
+    where = "standard output" if args.out == STDOUT else args.out
+    return f"{comparison_summary(comparison)} in {time.perf_counter() - started:.1f} s -> {where}"
+
+
+def set_names(paths: Sequence[str]) -> list[str]:
+    """Each calibration file's set name: its file name without the extension, or, where two
+    files share one, the path as given."""
+    stems = [Path(p).stem if p != OWN_SET else p for p in paths]
+    names = [stem if stems.count(stem) == 1 else path for stem, path in zip(stems, paths,
+                                                                              strict=True)]
+    if len(set(names)) != len(names):
+        raise CpdecompError("a calibration file is given twice")
+    return names
+
+
+def comparison_summary(comparison: Comparison) -> str:
+    """The summary line: the sets, each one's median width against the reference's and how
+    many features' calibration-driven parts moved beyond the sets' noise."""
+    reference = comparison.set(comparison.reference)
+    sets = ", ".join(f"{s.name!r} ({s.n_calibration:,} rows)" for s in comparison.sets)
+    parts = []
+    for result in comparison.sets:
+        if result.reference:
+            continue
+        change = np.median(result.width) / np.median(reference.width) - 1
+        text = f"under {result.name!r} the median width is {change:+.1%}"
+        if comparison.calibration_bootstrap:
+            moved = ~comparison.cohort[result.name].holds_zero
+            text += (f" and {int(moved.sum())} of {moved.size} calibration-driven parts moved "
+                     "beyond the sets' noise")
+        parts.append(text)
+    return (f"compared {len(comparison.sets)} calibration sets, {sets}, on "
+            f"{comparison.n_patients} patients x {len(comparison.players)} features "
+            f"({comparison.family}, {comparison.method}, alpha={comparison.alpha:g}, reference "
+            f"{comparison.reference!r}): {'; '.join(parts)}; identity gap "
+            f"{comparison.identity['total_change_gap']:.1e}")
 
 
 @contextmanager
@@ -615,8 +769,8 @@ def one_line(message: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
-COMMANDS = {"explain": run_explain, "reproduce": run_reproduce, "cache": run_cache,
-            "dashboard": run_dashboard}
+COMMANDS = {"explain": run_explain, "compare": run_compare, "reproduce": run_reproduce,
+            "cache": run_cache, "dashboard": run_dashboard}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -85,8 +85,9 @@ def choose_columns(
     target: str,
     id_column: str | None = None,
     features: Sequence[str] | None = None,
+    exclude: Sequence[str] = (),
 ) -> ColumnChoice:
-    """Check the named columns; features default to every other column."""
+    """Check the named columns; features default to every other column (but `exclude`)."""
     require_column(table, target, "target")
     if entirely_missing(table[target]):
         raise CpdecompError(f"target {target!r} has no values", reason="target")
@@ -103,7 +104,7 @@ def choose_columns(
             raise CpdecompError("a feature is listed twice in --features")
         chosen = tuple(features)
     else:
-        chosen = tuple(c for c in table.columns if c not in {target, id_column})
+        chosen = tuple(c for c in table.columns if c not in {target, id_column, *exclude})
     if not chosen:
         raise CpdecompError("no feature columns left: the data needs columns besides the target")
     for name in chosen:

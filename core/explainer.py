@@ -11,8 +11,9 @@ cluster (core.workers), each worker receiving the games once.
 
 from __future__ import annotations
 
+import copy
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numba
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from cpdecomp.core.attribution import Design, build_design
-from cpdecomp.core.attribution.groups import Groups
+from cpdecomp.core.attribution.groups import Groups, check_groups
 from cpdecomp.core.attribution.interactions import check_index, check_interaction_players
 from cpdecomp.core.bounded import BoundedCache
 from cpdecomp.core.cancel import checkpoint
@@ -157,6 +158,17 @@ only over many rows at once (a call has a fixed cost of its own)."""
 
 
 @dataclass(frozen=True, eq=False)
+class InstancePart:
+    """A chunk of patients' instance game and plain components (PatientGames.instance_part)."""
+
+    rows: FloatArray
+    instance_values: FloatArray
+    """(n_patients, n_coalitions) v_I on the design's coalitions."""
+    components: dict[str, FloatArray]
+    prediction: FloatArray
+
+
+@dataclass(frozen=True, eq=False)
 class PatientGames:
     """What explaining a chunk of patients needs once the calibration game is known.
 
@@ -217,16 +229,30 @@ class PatientGames:
     def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
                                                        FloatArray]:
         """(decomposition, prediction, lower, upper) for encoded patient rows."""
+        return self.explain_part(self.instance_part(rows))
+
+    def instance_part(self, rows: FloatArray) -> InstancePart:
+        """What a chunk of patients gives whatever the calibration set: the instance game and
+        the plain components. Games of the same fitted system and background on other
+        calibration sets (Explainer.with_calibration) finish it each without evaluating it
+        again (core.recalibration)."""
         v_i = instance_values(self.family, self.evaluator, rows, self.design.coalitions)
-        decomposition = decompose(self.design, self.calibration_values, v_i, self.family.scale,
-                                  self.units, self.players, self.calibration_attribution,
-                                  self.calibration_interval, self.fixed_quantile,
-                                  self.background_interval, self.instance_replicates(rows))
         comps = {name: self.evaluator.plain(name, rows) for name in self.family.components}
         self.family.check_components(comps, "patient row")
-        lower, upper = self.family.interval(self.q_hat, comps)
         prediction = comps["f"] if "f" in comps else self.evaluator.plain(POINT, rows)
-        return decomposition, prediction, lower, upper
+        return InstancePart(rows, v_i, comps, prediction)
+
+    def explain_part(self, part: InstancePart) -> tuple[Decomposition, FloatArray, FloatArray,
+                                                         FloatArray]:
+        """(decomposition, prediction, lower, upper) of a chunk's instance part under this
+        calibration set."""
+        decomposition = decompose(self.design, self.calibration_values, part.instance_values,
+                                  self.family.scale, self.units, self.players,
+                                  self.calibration_attribution, self.calibration_interval,
+                                  self.fixed_quantile, self.background_interval,
+                                  self.instance_replicates(part.rows))
+        lower, upper = self.family.interval(self.q_hat, part.components)
+        return decomposition, part.prediction, lower, upper
 
 
 def join_explanations(parts: list[Explanation]) -> Explanation:
@@ -289,6 +315,22 @@ class Explainer:
         self._masking_checks: dict[tuple, float] = {}
         self._redrawn: tuple[int, tuple[MaskedEvaluator, ...]] = (0, ())
 
+    def with_calibration(self, system: ConformalSystem) -> Explainer:
+        """An explainer of the same fitted system on another calibration set.
+
+        It shares this one's background, masking tables (the evaluator), designs, masking
+        checks and cache, so another set costs its own calibration game and nothing else; its
+        games are cached apart (memory, and on disk under the set's own digest).
+        """
+        if system.fitted is not self.system.fitted:
+            raise ValueError("with_calibration needs a calibration set of the same fitted "
+                             "system (fitted.conformalize(...)), not of another fit")
+        other = copy.copy(self)
+        other.system = system
+        other._games = {}
+        other._patient_games = BoundedCache(PATIENT_GAMES_KEPT)
+        return other
+
     @property
     def n_players(self) -> int:
         return len(self.system.feature_names)
@@ -298,6 +340,36 @@ class Explainer:
         link, unless masking is 'response'): exp of the mean raw margin over the background."""
         return {name: component.link for name, component in self.evaluator.components.items()
                 if component.link is not None and name in self.system.family.components}
+
+    def player_groups(self, groups: Sequence[Sequence[str]] | None) -> Groups | None:
+        """Column indices of each player, from groups of feature names (features in no group
+        stay players of their own); None without groups."""
+        if not groups:
+            return None
+        features = list(self.system.feature_names)
+        grouped: list[tuple[int, ...]] = []
+        for group in groups:
+            for name in group:
+                if name not in features:
+                    raise CpdecompError(f"feature group member {name!r} is not a feature")
+            grouped.append(tuple(features.index(name) for name in group))
+        taken = {c for group in grouped for c in group}
+        singles: list[tuple[int, ...]] = [(c,) for c in range(len(features)) if c not in taken]
+        return check_groups(grouped + singles, len(features))
+
+    def player_values(self, table: pd.DataFrame, players: Groups | None) -> pd.DataFrame:
+        """The players' values for a table of patients (a group's values joined by ' | ')."""
+        values = table[list(self.system.feature_names)].reset_index(drop=True)
+        if players is None:
+            return values
+        columns = {}
+        for name, group in zip(self.player_names(players), players, strict=True):
+            if len(group) == 1:
+                columns[name] = values.iloc[:, group[0]]
+            else:
+                parts = values.iloc[:, list(group)].astype(str)
+                columns[name] = parts.agg(" | ".join, axis=1)
+        return pd.DataFrame(columns)
 
     def design(self, method: str, budget: int | None = None,
                groups: Groups | None = None) -> Design:

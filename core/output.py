@@ -14,7 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,13 @@ from cpdecomp.core.atomic import atomic_write, staged_file
 from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.interop import optional_parts, tidy_frame
 from cpdecomp.core.missing import is_missing
+from cpdecomp.core.versions import library_versions
 from cpdecomp.core.workflow import Report, joined_meta
+
+if TYPE_CHECKING:
+    from cpdecomp.core.recalibration import Comparison
+
+T = TypeVar("T")
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
 
@@ -36,6 +42,10 @@ added, the major number when a field changes meaning or goes: a reader checks th
 The layout is core/schema/explanation.schema.json."""
 
 SCHEMA_PATH = Path(__file__).with_name("schema") / "explanation.schema.json"
+COMPARISON_FORMAT_VERSION = "1.0"
+"""The layout of `cpdecomp compare`'s JSON (core/schema/comparison.schema.json), numbered like
+FORMAT_VERSION."""
+COMPARISON_SCHEMA_PATH = SCHEMA_PATH.with_name("comparison.schema.json")
 
 
 def output_format(path: str | Path, fmt: str | None = None) -> str:
@@ -86,6 +96,10 @@ def _value_texts(values: pd.DataFrame) -> np.ndarray:
 
 
 def _json_number(value: object) -> object:
+    if isinstance(value, dict):  # a meta field of fields (versions, a comparison's tables)
+        return {key: _json_number(v) for key, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_number(v) for v in value]
     if is_missing(value) or value is pd.NaT:
         return None
     if isinstance(value, bool | np.bool_):
@@ -138,6 +152,94 @@ def patient_records(report: Report) -> list[dict]:
     return patients
 
 
+def comparison_json(comparison: Comparison) -> dict:
+    """Per patient: each set's interval and per feature its parts and their change, plus
+    `meta` with the sets, the coverage table and the identity check."""
+    meta = {"format_version": COMPARISON_FORMAT_VERSION,
+            **{key: _json_number(value) for key, value in comparison_meta(comparison).items()}}
+    frame = comparison.to_frame()
+    n_sets, n_players = len(comparison.sets), len(comparison.players)
+    per_set = ("lower", "upper", "width", "base_width", "q_hat",
+               *(("log_mean_factor",) if "log_mean_factor" in frame.columns else ()))
+    per_cell = ("calibration", "calibration_low", "calibration_high", "calibration_change",
+                "calibration_change_low", "calibration_change_high",
+                "calibration_change_holds_zero", "instance", "total")
+    columns = {name: frame[name].tolist() for name in frame.columns}
+    patients = []
+    block = n_players * n_sets
+    for i, patient_id in enumerate(comparison.patient_ids):
+        first = i * block
+        sets = []
+        for s, name in enumerate(comparison.names):
+            rows = range(first + s, first + block, n_sets)  # this set's row of each feature
+            sets.append({
+                "set": name, "reference": bool(columns["reference"][first + s]),
+                **{key: _json_number(columns[key][first + s]) for key in per_set},
+                "features": [{"feature": columns["feature"][r],
+                              **{key: _json_number(columns[key][r]) for key in per_cell}}
+                             for r in rows],
+            })
+        values = comparison.feature_values.iloc[i]
+        patients.append({
+            "patient_id": _json_number(patient_id),
+            "prediction": _json_number(comparison.prediction[i]),
+            **({"y": _json_number(comparison.targets[i])}
+               if comparison.targets is not None else {}),
+            "feature_values": {name: _json_number(values[name]) for name in comparison.players},
+            "sets": sets,
+        })
+    return {"meta": meta, "patients": patients}
+
+
+def comparison_meta(comparison: Comparison) -> dict:
+    """The comparison's meta with the library versions (what the file was written with)."""
+    return {**comparison.meta, "versions": library_versions()}
+
+
+def write_comparison(comparison: Comparison, path: str | Path, fmt: str | None = None) -> None:
+    """Write a comparison atomically: tidy CSV or Parquet (one row per patient, feature and
+    set), or JSON with the sets, coverage and identity check in `meta`."""
+    _write_to(path, fmt, lambda fmt, temporary: COMPARISON_WRITERS[fmt](comparison, temporary))
+
+
+def _comparison_csv(comparison: Comparison, temporary: str) -> None:
+    comparison.to_frame().to_csv(temporary, index=False, float_format="%.17g")
+
+
+def _comparison_parquet(comparison: Comparison, temporary: str) -> None:
+    frame = comparison.to_frame()
+    frame["feature_value"] = np.repeat(_value_texts(comparison.feature_values),
+                                       len(comparison.sets))
+    ids = pd.Series(list(frame["patient_id"]))
+    frame["patient_id"] = ids if ids.dtype != object else ids.map(str)
+    frame.to_parquet(temporary, index=False)
+
+
+def _comparison_json(comparison: Comparison, temporary: str) -> None:
+    with open(temporary, "w", encoding="utf-8") as out:
+        json.dump(comparison_json(comparison), out, ensure_ascii=False, allow_nan=False)
+
+
+COMPARISON_WRITERS: dict[str, Callable[[Comparison, str], None]] = {
+    "csv": _comparison_csv, "parquet": _comparison_parquet, "json": _comparison_json,
+}
+
+
+def _write_to(path: str | Path, fmt: str | None, write: Callable[[str, str], T]) -> T:
+    """write(format, temporary file) behind an atomic rename, or copied to standard output
+    (`path` "-") once it is whole; returns what `write` returns."""
+    chosen = output_format(path, fmt)
+    if str(path) != STDOUT:
+        with atomic_write(path) as temporary:
+            return write(chosen, temporary)
+    with staged_file(None, "stdout") as temporary:
+        result = write(chosen, temporary)
+        sys.stdout.flush()
+        with open(temporary, "rb") as written:
+            _copy_to(written, sys.stdout.buffer)
+    return result
+
+
 def write_report(report: Report, path: str | Path, fmt: str | None = None) -> None:
     """Write atomically (a temporary file renamed into place), so readers never see half.
 
@@ -156,17 +258,8 @@ def write_reports(reports: Iterable[Report], path: str | Path, fmt: str | None =
     fails or is killed leaves only its temporary file (a dot file), never a partial file under
     the final name.
     """
-    fmt = output_format(path, fmt)
-    if str(path) != STDOUT:
-        with atomic_write(path) as temporary:
-            return WRITERS[fmt](reports, temporary)
     # Standard output gets the same bytes, copied once the whole file is written.
-    with staged_file(None, "stdout") as temporary:
-        meta = WRITERS[fmt](reports, temporary)
-        sys.stdout.flush()
-        with open(temporary, "rb") as written:
-            _copy_to(written, sys.stdout.buffer)
-    return meta
+    return _write_to(path, fmt, lambda fmt, temporary: WRITERS[fmt](reports, temporary))
 
 
 def _copy_to(source: BinaryIO, target: BinaryIO) -> None:

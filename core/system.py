@@ -221,14 +221,15 @@ class ConformalSystem:
     def predict_interval(self, patients: pd.DataFrame,
                          alpha: float) -> tuple[FloatArray, FloatArray]:
         """Lower and upper bounds for patients given as a table of the training's features."""
-        return self._interval_at_rows(self.fitted.encode_patients(patients), alpha)
+        return self.interval_at_rows(self.fitted.encode_patients(patients), alpha)
 
     def predict(self, patients: pd.DataFrame) -> FloatArray:
         """The point model's prediction for patients given as a table of the features."""
         return self.fitted.point.predict(self.fitted.encode_patients(patients))
 
-    def _interval_at_rows(self, rows: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
-        """Lower and upper bounds at encoded rows (the games' own representation)."""
+    def interval_at_rows(self, rows: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
+        """Lower and upper bounds at encoded rows (the games' own representation): also this
+        set's intervals on another calibration set's rows (core.recalibration's coverage)."""
         comps = {n: c.predict(rows) for n, c in self.fitted.components.items()}
         self._check_components(comps, "patient row")
         return self.family.interval(self.quantile(alpha), comps)

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from cpdecomp.core.attribution.groups import Groups, check_groups
+from cpdecomp.core.attribution.groups import Groups
 from cpdecomp.core.conformal import conformal_rank
 from cpdecomp.core.data import ColumnChoice, choose_columns, split_rows, target_values
 from cpdecomp.core.decomposition import Units, check_units, in_units
 from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.explainer import (
+    BOOTSTRAP_LEVEL,
     Explainer,
     Explanation,
     Progress,
@@ -31,6 +32,14 @@ from cpdecomp.core.explainer import (
 from cpdecomp.core.games.masking import MaskingPath, has_fast_path
 from cpdecomp.core.interactions import Interactions
 from cpdecomp.core.interop import report_frame, shap_explanations
+from cpdecomp.core.recalibration import (
+    CALIBRATION_BOOTSTRAP,
+    CalibrationRows,
+    Comparison,
+    compare_calibrations,
+    labelled_rows,
+    split_calibration,
+)
 from cpdecomp.core.system import ConformalSystem, fit_system, system_from_models
 from cpdecomp.core.versions import library_versions
 
@@ -41,6 +50,8 @@ accuracy lever (performance page: φ_C off by 10-12 % at 200 rows, 3-9 % at 1000
 SLOW_BACKGROUND = 64
 """Brute force costs (coalitions × rows × background) model rows: keep it small there."""
 SPLIT_STREAM = 0
+OWN_SET = "calibration"
+"""The name Study.compare gives the study's own calibration set."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,9 @@ class Study:
     patient_targets: np.ndarray | None
     n_train: int
     warnings: list[str] = field(default_factory=list)
+    calibration_table: pd.DataFrame | None = None
+    """The calibration rows as given (every column, the target's included): a column that is
+    no feature, such as a site, can still split them (core.recalibration.split_calibration)."""
 
     def explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
                 budget: int | None = None, rows: Sequence[int] | None = None, jobs: int = 1,
@@ -159,6 +173,53 @@ class Study:
                 meta=self._meta(explanation, units),
             )
 
+    def compare(self, against: Mapping[str, pd.DataFrame | ConformalSystem] | None = None, *,
+                name: str = OWN_SET, by: str | None = None, by_name: str = "{value}",
+                reference: str | None = None,
+                method: str = "exact", alpha: float = 0.1, units: Units = "width",
+                budget: int | None = None, groups: Sequence[Sequence[str]] | None = None,
+                calibration_bootstrap: int = CALIBRATION_BOOTSTRAP,
+                level: float = BOOTSTRAP_LEVEL, progress: Progress | None = None
+                ) -> Comparison:
+        """Compare calibration sets of this study's fitted system on its patients
+        (core.recalibration): the study's own calibration set, called `name`, against each
+        table of `against` (with the target column; name -> table), or, with `by`, the study's
+        calibration rows split by that column's values (a site, a period), each set named by
+        `by_name` ("{column} {value}" reads "site B"). The reference defaults to the first set:
+        the study's own, or the first value of `by`.
+        """
+        notes: list[str] = []
+        sets: dict[str, CalibrationRows | ConformalSystem] = {}
+        if by is not None:
+            if against:
+                raise CpdecompError("compare the study's calibration rows split by a column, "
+                                    "or against other sets, not both at once")
+            if self.calibration_table is None:
+                raise CpdecompError("this study keeps no calibration table to split")
+            split, notes = split_calibration(self.calibration_table, by, self.columns.target,
+                                             by_name)
+            sets.update(split)
+        else:
+            sets[name] = self.system
+            for other, table in (against or {}).items():
+                if other in sets:
+                    raise CpdecompError(f"two calibration sets are called {other!r}")
+                if isinstance(table, ConformalSystem):
+                    sets[other] = table
+                    continue
+                sets[other], more = labelled_rows(table, self.columns.target, other)
+                notes += more
+        comparison = compare_calibrations(
+            self.system.fitted, sets, self.patients, reference=reference, method=method,
+            alpha=alpha, units=units, budget=budget, groups=groups,
+            calibration_bootstrap=calibration_bootstrap, level=level,
+            explainer=self.explainer, patient_ids=self.patient_ids,
+            patient_targets=self.patient_targets, progress=progress,
+            warnings=[*self.warnings, *notes])
+        return replace(comparison, context={"model": self.options.model,
+                                            "target": self.columns.target,
+                                            "n_train": self.n_train})
+
     def interactions(self, alpha: float = 0.1, index: str = "SII", units: Units = "width",
                      rows: Sequence[int] | None = None,
                      groups: Sequence[Sequence[str]] | None = None) -> Interactions:
@@ -172,7 +233,7 @@ class Study:
 
     def player_groups(self, groups: Sequence[Sequence[str]] | None) -> Groups | None:
         """Column indices of each player, from groups of feature names; None without groups."""
-        return player_groups(self.columns.features, groups)
+        return self.explainer.player_groups(groups)
 
     def estimate(self, method: str = "exact", budget: int | None = None,
                  groups: Sequence[Sequence[str]] | None = None,
@@ -182,18 +243,7 @@ class Study:
                                        self.player_groups(groups), background_bootstrap)
 
     def _player_values(self, table: pd.DataFrame, players: Groups | None) -> pd.DataFrame:
-        values = table[list(self.columns.features)].reset_index(drop=True)
-        if players is None:
-            return values
-        names = self.explainer.player_names(players)
-        columns = {}
-        for name, group in zip(names, players, strict=True):
-            if len(group) == 1:
-                columns[name] = values.iloc[:, group[0]]
-            else:
-                parts = values.iloc[:, list(group)].astype(str)
-                columns[name] = parts.agg(" | ".join, axis=1)
-        return pd.DataFrame(columns)
+        return self.explainer.player_values(table, players)
 
     def _meta(self, explanation: Explanation, units: Units) -> dict:
         d = explanation.decomposition
@@ -337,7 +387,8 @@ def _prepare(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame | No
     explainer = Explainer(system, background_size=background, seed=options.seed,
                           masking=options.masking)
     warnings += correlation_warnings(system.fitted.training_rows, columns.features)
-    return _Prepared(options, columns, system, explainer, warnings, len(y_train)), patients
+    return _Prepared(options, columns, system, explainer, warnings, len(y_train),
+                     cal_table.reset_index(drop=True)), patients
 
 
 @dataclass(frozen=True, eq=False)
@@ -350,6 +401,7 @@ class _Prepared:
     explainer: Explainer
     warnings: list[str]
     n_train: int
+    calibration_table: pd.DataFrame | None = None
 
     def ids(self, patients: pd.DataFrame) -> list:
         """The id column's values, else the rows' positions in the file (their index)."""
@@ -364,7 +416,8 @@ class _Prepared:
         patients = patients.reset_index(drop=True)
         return Study(self.options, self.columns, self.system, self.explainer, patients,
                      self.system.fitted.encode(patients), ids, y_patients,
-                     n_train=self.n_train, warnings=warnings)
+                     n_train=self.n_train, warnings=warnings,
+                     calibration_table=self.calibration_table)
 
 
 def patient_warnings(prepared: _Prepared, parts: Iterable[tuple[list, np.ndarray]]
@@ -420,7 +473,7 @@ class StreamedStudy:
                  background_bootstrap: int = 0) -> RunEstimate:
         """What explaining every chunk will cost (Explainer.estimate), before it starts."""
         return self.prepared.explainer.estimate(
-            self.n_patients, method, budget, player_groups(self.prepared.columns.features, groups),
+            self.n_patients, method, budget, self.prepared.explainer.player_groups(groups),
             background_bootstrap)
 
     def iter_explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
@@ -462,23 +515,6 @@ def prepare_streamed_study(chunks: Callable[[], Iterator[pd.DataFrame]],
     notes, total = patient_warnings(prepared, (
         (prepared.ids(chunk), prepared.system.fitted.encode(chunk)) for chunk in chunks()))
     return StreamedStudy(prepared, chunks, total, prepared.warnings + notes)
-
-
-def player_groups(features: Sequence[str], groups: Sequence[Sequence[str]] | None
-                  ) -> Groups | None:
-    """Column indices of each player, from groups of feature names; None without groups."""
-    if not groups:
-        return None
-    names = list(features)
-    grouped: list[tuple[int, ...]] = []
-    for group in groups:
-        for name in group:
-            if name not in names:
-                raise CpdecompError(f"feature group member {name!r} is not a feature")
-        grouped.append(tuple(names.index(name) for name in group))
-    taken = {c for group in grouped for c in group}
-    singles: list[tuple[int, ...]] = [(c,) for c in range(len(names)) if c not in taken]
-    return check_groups(grouped + singles, len(names))
 
 
 def correlation_warnings(rows: np.ndarray, features: Sequence[str]) -> list[str]:

@@ -38,6 +38,9 @@ _PUBLIC = {
     "system_from_functions": "cpdecomp.core.system",
     "system_from_models": "cpdecomp.core.system",
     "load_table": "cpdecomp.core.tables",
+    "Comparison": "cpdecomp.core.recalibration",
+    "compare_calibrations": "cpdecomp.core.recalibration",
+    "split_calibration": "cpdecomp.core.recalibration",
     "Report": "cpdecomp.core.workflow",
     "Study": "cpdecomp.core.workflow",
     "StudyOptions": "cpdecomp.core.workflow",
@@ -60,6 +63,7 @@ if TYPE_CHECKING:
     from cpdecomp.core.mapie import system_from_mapie
     from cpdecomp.core.model_files import load_model_file
     from cpdecomp.core.models import MODEL_KINDS, MODELS
+    from cpdecomp.core.recalibration import Comparison, compare_calibrations, split_calibration
     from cpdecomp.core.system import (
         ConformalSystem,
         FittedSystem,
@@ -88,6 +92,7 @@ __all__ = [
     "METHODS",
     "MODELS",
     "MODEL_KINDS",
+    "Comparison",
     "ConformalSystem",
     "CpdecompError",
     "Decomposition",
@@ -100,6 +105,7 @@ __all__ = [
     "StudyOptions",
     "build_design",
     "choose_columns",
+    "compare_calibrations",
     "conformal_rank",
     "fit_system",
     "get_family",
@@ -107,6 +113,7 @@ __all__ = [
     "load_table",
     "minimum_calibration_size",
     "prepare_study",
+    "split_calibration",
     "split_rows",
     "system_from_functions",
     "system_from_mapie",

@@ -59,6 +59,16 @@ Amendment (2026-12-01, after one replicate run as a pipeline check, before any f
 rule is unchanged): the calibration table's rows for the real features other than the named one
 are read as mis-localisation ("recalibrate" firing at a feature that is not at fault); the
 pipeline check showed covariate shift moving x_mean's φ_C too. Reported, not part of the rule.
+
+Amendment (2026-12-03, after the full run of 2026-12-01; the rule, the cells and their sizes are
+unchanged): the setting now runs on the library's comparison of calibration sets
+(core.recalibration.compare_calibrations) instead of its own code. Its resampling streams
+differ: the reference set resamples on the run's seed's stream 0 (what `explain` uses) and each
+cell on a stream of its own (before: seeds 2·s and 2·s + 1, one shared by every cell), and
+each set's resamples are paired with the reference's by position after either's refused ones
+are dropped from both (before: dropped separately, then truncated). The intervals are the same
+percentile intervals of independently resampled sets, so only the bootstrap's draws move; the
+tables in docs/results/calibration_faults* were regenerated with this runner.
 """
 
 from __future__ import annotations
@@ -73,7 +83,8 @@ import numpy as np
 import pandas as pd
 
 from cpdecomp.core.explainer import Explainer
-from cpdecomp.core.system import fit_system
+from cpdecomp.core.recalibration import CalibrationRows, compare_calibrations
+from cpdecomp.core.system import ConformalSystem, fit_system
 from cpdecomp.core.typing import FloatArray
 from experiments.config import FULL, PRIMARY_ALPHA, QUICK, ExperimentConfig
 from experiments.resampling import mean_interval, share_interval
@@ -142,49 +153,32 @@ def calibration_set(cell: str, rng: np.random.Generator) -> tuple[pd.DataFrame, 
     return table, y
 
 
-class RunOfOne:
-    """One replicate's calibration game on a given calibration set: φ_C and its bootstrap."""
-
-    def __init__(self, fitted, table: pd.DataFrame, y: FloatArray, seed: int) -> None:
-        self.explainer = Explainer(fitted.conformalize(table, y), background_size=1000,
-                                   seed=seed)
-        self.design = self.explainer.design("exact")
-
-    def phi_c(self, alpha: float) -> FloatArray:
-        return self.design.apply(self.explainer.calibration_game("exact").values(alpha))
-
-    def replicates(self, alpha: float, n: int, stream: int) -> FloatArray:
-        """(n, features) φ_C over resampled calibration sets (NaN rows dropped)."""
-        game = self.explainer.calibration_game("exact", keep_order=True)
-        values = game.bootstrap_values(alpha, n, seed=stream)
-        return self.design.apply(values[np.isfinite(values).all(axis=1)])
-
-
-def percentile(values: FloatArray) -> tuple[FloatArray, FloatArray]:
-    tail = (1 - INTERVAL_LEVEL) / 2
-    low, high = np.quantile(values, [tail, 1 - tail], axis=0)
-    return low, high
-
-
 def one_replicate(replicate: int, seed: int, bootstrap: int, alpha: float) -> list[dict]:
     rng = np.random.default_rng((seed, 14, replicate))
     run_seed = seed * 1000 + replicate
     train, y_train = population(rng, N_TRAIN)
     fitted = fit_system(train, y_train, list(FEATURES), family="normalized", model="gbm",
                         seed=run_seed)
-    reference = RunOfOne(fitted, *population(rng, N_CAL), seed=run_seed)
-    ref_phi = reference.phi_c(alpha)
-    ref_boot = reference.replicates(alpha, bootstrap, stream=2 * run_seed)
-    ref_low, ref_high = percentile(ref_boot)
+    # One background and its tables for every calibration set (core.recalibration): the
+    # reference's explainer also explains the patient cells.
+    explainer = Explainer(fitted.conformalize(*population(rng, N_CAL)), background_size=1000,
+                          seed=run_seed)
+    sets: dict[str, CalibrationRows | ConformalSystem] = {"reference": explainer.system}
+    sets.update({cell: calibration_set(cell, rng) for cell in CALIBRATION_CELLS})
+    cohort, _ = population(rng, N_COHORT)
+    probes, _ = population(rng, N_PROBES)
+    comparison = compare_calibrations(fitted, sets, probes, units="log", alpha=alpha,
+                                      calibration_bootstrap=bootstrap, level=INTERVAL_LEVEL,
+                                      explainer=explainer)
+    reference = comparison.set("reference").decomposition
+    ref_phi = reference.calibration[0]
+    ref_low, ref_high = reference.calibration_low[0], reference.calibration_high[0]
     rows: list[dict] = []
     for cell in CALIBRATION_CELLS:
-        run = RunOfOne(fitted, *calibration_set(cell, rng), seed=run_seed)
-        phi = run.phi_c(alpha)
-        boot = run.replicates(alpha, bootstrap, stream=2 * run_seed + 1)
-        n = min(len(boot), len(ref_boot))
-        delta = phi - ref_phi
-        d_low, d_high = percentile(boot[:n] - ref_boot[:n])
-        low, high = percentile(boot)
+        result = comparison.set(cell)
+        d = result.decomposition
+        phi, low, high = d.calibration[0], d.calibration_low[0], d.calibration_high[0]
+        delta, d_low, d_high = result.change[0], result.change_low[0], result.change_high[0]
         null_max = np.max(np.abs(delta[len(REAL):]))
         for j, feature in enumerate(FEATURES):
             rows.append({
@@ -199,9 +193,6 @@ def one_replicate(replicate: int, seed: int, bootstrap: int, alpha: float) -> li
                               and not d_low[j] <= 0 <= d_high[j]),
             })
     # Patients: the run's calibration set is the reference; the faults are in the probes.
-    cohort, _ = population(rng, N_COHORT)
-    probes, _ = population(rng, N_PROBES)
-    explainer = reference.explainer
     cohort_phi = explainer.explain(cohort, alpha=alpha, units="log").decomposition.instance
     scale = np.percentile(np.abs(cohort_phi), COHORT_PERCENTILE, axis=0)
     for cell in PATIENT_CELLS:

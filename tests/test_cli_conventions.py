@@ -79,7 +79,7 @@ def test_every_option_has_help_text() -> None:
     assert missing == []
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["explain", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["explain", "--help"], ["compare", "--help"]])
 def test_help_has_examples_and_exit_codes(capsys, argv) -> None:
     capsys.readouterr()
     assert main(argv) == 0
@@ -101,6 +101,18 @@ def test_help_examples_run(capsys, tmp_path) -> None:
     argv[argv.index("--out") + 1] = str(out)
     run_ok(capsys, *argv, *FAST)
     assert out.stat().st_size > 0
+
+
+def test_help_compare_example_runs(capsys, tmp_path) -> None:
+    """The compare example on the bundled sample works as printed."""
+    example = build_parser().epilog.split("\n  cpdecomp compare ", 1)[1].split("\n  cpdecomp", 1)[0]
+    argv = ["compare", *example.replace("\\\n", " ").split()]
+    assert argv[:2] == ["compare", "sample_data/diabetes.csv"] and "--calibration-by" in argv
+    out = tmp_path / "recalibration.csv"
+    argv = [str(ROOT / a) if a.startswith("sample_data/") else a for a in argv]
+    argv[argv.index("--out") + 1] = str(out)
+    run_ok(capsys, *argv, *FAST)
+    assert pd.read_csv(out)["set"].nunique() == 2
 
 
 # ------------------------------------------------------------------- --quiet and --verbose

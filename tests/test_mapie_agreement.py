@@ -169,7 +169,7 @@ def test_intervals_equal_mapie_on_diabetes(model, family, alpha):
     x_calibration, y_calibration, x_test, _ = encoded_splits(system)
     functions = {name: c.predict for name, c in system.fitted.components.items()}
     theirs = mapie_interval(family, functions, x_calibration, y_calibration, x_test, alpha)
-    ours = system._interval_at_rows(x_test, alpha)
+    ours = system.interval_at_rows(x_test, alpha)
     assert_same_bounds(ours[0], theirs[0], "lower bound")
     assert_same_bounds(ours[1], theirs[1], "upper bound")
 

@@ -32,7 +32,7 @@ def system(request):
 
 def test_reordered_and_string_columns_give_the_encoded_intervals(system):
     conformal, patients = system
-    expected = conformal._interval_at_rows(conformal.fitted.encode(patients), 0.1)
+    expected = conformal.interval_at_rows(conformal.fitted.encode(patients), 0.1)
     for order in (["age", "ward", "dose"], ["dose", "ward", "age"], ["ward", "age", "dose"]):
         lower, upper = conformal.predict_interval(patients[order], 0.1)
         np.testing.assert_array_equal(lower, expected[0])

@@ -84,13 +84,19 @@ class CalibrationGame(Game):
         self.family.check_quantile(q, "coalition's calibration quantile")
         return self.family.calibration_value(q)
 
-    def bootstrap_values(self, alpha: float, n_replicates: int, seed: int = 0) -> FloatArray:
+    def bootstrap_values(self, alpha: float, n_replicates: int, seed: int = 0,
+                         stream: int = 0) -> FloatArray:
         """(n_replicates, n_coalitions) v_C on calibration sets resampled with replacement.
 
         Replicate r gives calibration row i a count c_ri (multinomial, Σ c_ri = n); each
         coalition's quantile is then the k-th smallest score of the weighted set, found by
         walking its sorted scores from the top until n − k + 1 counts are passed (about nα
         steps). Replicates whose quantile the family refuses (q ≤ 0 on a log scale) are NaN.
+
+        stream: which of the seed's independent resampling streams to draw from. Two sets of
+        the same size on the same seed and stream get the same counts, so sets compared with
+        each other (core.recalibration) each take their own; stream 0 is the one a single
+        set's interval (Explainer.calibration_bootstrap) has always used.
         """
         if self.order is None:
             raise ValueError("the game was kept without its row order; compute it with "
@@ -98,7 +104,11 @@ class CalibrationGame(Game):
         if n_replicates < 1:
             raise ValueError("a bootstrap needs at least one replicate")
         k = conformal_rank(self.n_calibration, alpha)
-        rng = np.random.default_rng((seed, BOOTSTRAP_STREAM))
+        if stream < 0:
+            raise ValueError(f"a bootstrap stream is a whole number >= 0, not {stream}")
+        # Stream 0 keeps the seed sequence it always had, so existing intervals do not move.
+        rng = np.random.default_rng((seed, BOOTSTRAP_STREAM) if stream == 0
+                                    else (seed, BOOTSTRAP_STREAM, stream))
         n = self.n_calibration
         counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_replicates).astype(np.int32)
         with parallel_section():

@@ -176,6 +176,13 @@ def test_every_chart_passes_plotlys_validation() -> None:
                                      units="width"),
         charts.sign_disagreement_bars(names, np.array([0.1, 0.2, 0.0]), np.zeros(3)),
         charts.outcome_histogram(np.array([1.0, np.nan, 3.0]), target="days <b>"),
+        charts.set_width_boxes({"site A": np.array([1.0, 2.0]), "site <b>": np.array([3.0])},
+                               units="width", title="t"),
+        charts.set_bars(names, {"A": part, "B <b>": -part}, view="calibration", units="width",
+                        title="t", order=np.array([1, 0, 2]),
+                        ranges={"A": (part - 1, part + 1), "B <b>": (-part - 1, -part + 1)}),
+        charts.set_bars(names, {"A": part, "B": part, "C": part}, view="instance",
+                        units="width", title="t", order=np.array([0, 1, 2])),
     ]
     for figure in figures:
         validated = go.Figure(figure.to_dict())  # raises on an unknown property or bad value

@@ -1,8 +1,9 @@
 """Nothing cut off at 1280x720 and 1440x900, measured in a real browser.
 
-After a run on the bundled sample: on the Patient, Cohort (with a subgroup report) and Review
-queue pages no text element clips its text (scrollWidth > clientWidth where overflow hides),
-no data table needs a horizontal scroll bar except the queue's, whose patient column is pinned,
+After a run on the bundled sample: on the Patient, Cohort (with a subgroup report),
+Recalibration and Review queue pages no text element clips its text (scrollWidth >
+clientWidth where overflow hides), no data table needs a horizontal scroll bar except the
+queue's, whose patient column is pinned,
 and every text of every plotly figure (tick labels, titles, bar labels, legend) lies inside the
 figure. Screenshots of each page at both sizes go to $CPDECOMP_SCREENSHOT_DIR (default
 out/e2e/cut_off), outside git.
@@ -157,6 +158,16 @@ def test_no_text_is_cut_off_in_the_key_panels() -> None:
                 assert page.evaluate(TABLES_SCROLLING, subgroup.element_handle()) == [], (
                     f"the subgroup table scrolls at {width}x{height}")
                 shoot(page, "cohort_subgroups", width, height, scroll_to=subgroup)
+
+                open_page(page, "Recalibration")  # the sample's rows split by sex
+                expect(page.locator(".st-key-recal_reading")).to_be_visible(
+                    timeout=STEP_TIMEOUT)
+                wait_for_figures(page, 4)
+                assert_nothing_cut(page, f"Recalibration at {width}x{height}")
+                assert page.evaluate(TABLES_SCROLLING,
+                                     page.get_by_test_id("stMain").element_handle()) == [], (
+                    f"the coverage table scrolls at {width}x{height}")
+                shoot(page, "recalibration", width, height)
 
                 open_page(page, "Review queue")
                 expect(page.get_by_text("Mark a case reviewed")).to_be_visible(
