@@ -9,6 +9,7 @@ imputers) or on categories (one-hot, ordinal); brute force otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,8 @@ from sklearn.linear_model._base import LinearModel
 from sklearn.pipeline import Pipeline
 from sklearn.tree import DecisionTreeRegressor, ExtraTreeRegressor
 
+import cpdecomp.core.models.lightgbm_model as lightgbm_model
+import cpdecomp.core.models.xgboost_model as xgboost_model
 from cpdecomp.core.models.base import ModelKind
 from cpdecomp.core.typing import FloatArray
 
@@ -64,26 +67,28 @@ def tree_margin(model: Any, frame: pd.DataFrame) -> FloatArray:
     return np.asarray(model._raw_predict(data), dtype=float)[:, 0]
 
 
+def _last_step_kind(last: Any) -> tuple[Callable[[Any], str | None],
+                                         Callable[[Any, pd.DataFrame], FloatArray]]:
+    """(link, margin) of a Pipeline's last step: a booster's own, else a tree ensemble's."""
+    for library in (lightgbm_model, xgboost_model):
+        if library.recognises(last):
+            return library.link, library.margin
+    return tree_link, tree_margin
+
+
 def pipeline_link(pipeline: Pipeline) -> str | None:
     """The link of a Pipeline's last step (the transformers before it have none)."""
-    from cpdecomp.core.models import model_kind  # the registry holds this module's kinds
-
     last = pipeline.steps[-1][1]
-    return model_kind(last).link(last) if hasattr(last, "predict") else None
+    return _last_step_kind(last)[0](last)
 
 
 def pipeline_margin(pipeline: Pipeline, frame: pd.DataFrame) -> FloatArray:
     """The raw margin of a Pipeline whose last step has a link."""
-    from cpdecomp.core.models import model_kind
-
     last = pipeline.steps[-1][1]
-    kind = model_kind(last)
-    if kind.margin is None:
-        raise ValueError(f"a {kind.label} has no raw margin")
     transformed = pipeline[:-1].transform(frame)
     if not isinstance(transformed, pd.DataFrame):
         transformed = pd.DataFrame(np.asarray(transformed))
-    return kind.margin(last, transformed)
+    return _last_step_kind(last)[1](last, transformed)
 
 
 def category_dtype(model: Any) -> str:
