@@ -204,3 +204,17 @@ def test_a_session_that_reconnects_keeps_its_run_and_one_that_stays_gone_stops_i
     assert not tick(runs.SESSION_LOST_GRACE - 0.5)
     assert tick(1.0)
     assert job.stop_asked is not None
+
+
+def test_the_runs_share_moves_from_inside_the_calibration_game(handle):
+    """The progress bar of a Run: the masking's share reaches the page as it goes, before the
+    first chunk of patients is done (brute force ticks between model calls), and ends at 1."""
+    shares: list[float] = []
+    patients: list[int] = []
+    handle.report("permutation", 0.1, "width", 10, progress=lambda done, total: patients.append(
+        done) or shares.append(-1.0), work=shares.append)
+    ticks = [share for share in shares if share >= 0]
+    assert ticks == sorted(ticks) and ticks[-1] == 1.0
+    first_chunk = shares.index(-1.0)  # where the first chunk of patients was reported
+    assert any(0 < share < 0.5 for share in shares[:first_chunk]), shares[:first_chunk]
+    assert patients[-1] == len(handle.study.patients)
