@@ -18,7 +18,8 @@ import streamlit as st
 
 from cpdecomp import FAMILIES, build_design, fit_system, split_rows
 from cpdecomp.core.attribution import METHODS
-from cpdecomp.core.games.masking import has_fast_path
+from cpdecomp.core.games.masking import MaskingPath, has_fast_path
+from cpdecomp.core.models import model_kind
 from cpdecomp.core.workflow import FAST_BACKGROUND, SLOW_BACKGROUND, StudyOptions
 
 FEW_VALUES = 10
@@ -160,17 +161,20 @@ class MaskingPlan:
     rows_per_second: float
     """Brute-force model rows per second, measured on the probe's slow components."""
     slow_components: int
+    has_link: bool = False
+    """A component predicts through a log link (masked on its log scale unless 'response')."""
 
 
 PROBE_ROWS = 60
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def masking_plan(model: str, family: str) -> MaskingPlan:
+def masking_plan(model: str, family: str, masking: MaskingPath = "auto") -> MaskingPlan:
     """Fit the pair on a small synthetic table and ask core whether masking has a fast path.
 
-    The answer depends on the kind of each component (tree tables, a closed form), not on the
-    data; the speed of a brute-force model row is measured on the same components.
+    The answer depends on the kind of each component (tree tables, a closed form) and on the
+    masking (a model with a log link on its response scale is brute force), not on the data;
+    the speed of a brute-force model row is measured on the same components.
     """
     rng = np.random.default_rng(0)
     x = rng.normal(size=(PROBE_ROWS, 3))
@@ -179,15 +183,25 @@ def masking_plan(model: str, family: str) -> MaskingPlan:
     system = fit_system(table, y, family=family, model=model, seed=0)
     # The point model rides along with the components (gamma's f is the point model itself).
     components = {id(c): c for c in (system.point, *system.components.values())}
-    slow = [c for c in components.values() if not has_fast_path(c)]
+    slow = [c for c in components.values() if not has_fast_path(c, masking)]
+    linked = any(c.link is not None for c in components.values())
     if not slow:
-        return MaskingPlan(True, float("inf"), 0)
+        return MaskingPlan(True, float("inf"), 0, linked)
     rows = rng.normal(size=(20_000, 3))
     start = time.perf_counter()
     for component in slow:
         component.predict(rows)
     elapsed = max(time.perf_counter() - start, 1e-6)
-    return MaskingPlan(False, len(slow) * len(rows) / elapsed, len(slow))
+    return MaskingPlan(False, len(slow) * len(rows) / elapsed, len(slow), linked)
+
+
+def has_link(model: str, family: str, user_models: Mapping[str, object] | None) -> bool:
+    """Whether a component of the run predicts through a log link (the gamma family's
+    built-in models, or a Poisson, gamma or Tweedie model brought by the user), so that where
+    a left-out feature is averaged (log or response scale) is a choice."""
+    if user_models:
+        return any(model_kind(m).link(m) is not None for m in user_models.values())
+    return masking_plan(model, family).has_link
 
 
 def split_sizes(n_labelled: int, options: StudyOptions) -> tuple[int, int, int]:

@@ -54,6 +54,7 @@ DEFAULTS: dict[str, object] = {
     "background": 64,
     "seed": _OPTION_DEFAULTS.seed,
     "background_check": False,
+    "response_scale": False,
     "background_redraws": runs.BACKGROUND_BOOTSTRAP,
     "alpha": 0.1,
     "confidence": 0.9,
@@ -189,11 +190,17 @@ def run_config(dataset: Dataset) -> RunConfig:
     # alpha changes.
     quantile_alpha = (alpha if FAMILIES[family].uses_quantile_level
                       else _OPTION_DEFAULTS.quantile_alpha)
+    model = str(state["model"])
+    # The response scale is an option only where a model has a log link: elsewhere both
+    # scales are the same function, and the option would only split the caches.
+    response = bool(state.get("response_scale")) and planning.has_link(
+        model, family, getattr(dataset, "models", None))
     options = StudyOptions(
         target=target, id_column=id_column, features=features, family=family,
-        model=str(state["model"]), seed=int(state["seed"]), quantile_alpha=quantile_alpha,
+        model=model, seed=int(state["seed"]), quantile_alpha=quantile_alpha,
         # None lets core choose: large where masking is exact and cheap, small where it is not.
         background=None if state.get("background_auto", True) else int(state["background"]),
+        masking="response" if response else "auto",
     )
     budget = int(state["budget"]) if METHOD_BUDGETS.get(method) else None
     redraws = int(state["background_redraws"]) if state.get("background_check") else 0

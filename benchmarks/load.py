@@ -416,8 +416,10 @@ def ratios(dashboard: dict[str, str], trivial: dict[str, str]) -> dict[str, str]
 PROGRESS = re.compile(r"^(Computing the calibration game|Explaining every patient \()")
 """A run's progress label past its fit (the Setup page's caption names the game too)."""
 SLOW_FAMILY = "gamma"
-"""The slow configuration: gbm with the gamma family has no fast way to remove features, so
-exact Shapley masks by brute force (minutes on the bundled sample, as Setup warns)."""
+"""The slow configuration: gbm with the gamma family, its left-out features averaged on the
+outcome's own scale (Setup's box for a model with a log link), has no fast way to remove
+features, so exact Shapley masks by brute force (minutes on the bundled sample, as Setup
+warns)."""
 
 
 async def switch_patients(page, finishes: list[float], count: int,
@@ -439,6 +441,8 @@ async def start_slow_run(browser, url: str):
     await open_page(page, "Setup")
     await page.locator(".st-key-cp_family [role='combobox']").click()
     await page.get_by_role("option", name=re.compile(f"^{SLOW_FAMILY}:")).click()
+    await settle(page)
+    await page.locator(".st-key-response_scale label").click()
     await settle(page)
     await page.locator(".st-key-run button").click()
     await expect(page.get_by_text(PROGRESS)).to_be_visible(timeout=RUN_TIMEOUT)

@@ -94,6 +94,18 @@ with left:
                       "the patient is to predict.")
     if family_note:
         st.caption(family_note)
+    if planning.has_link(str(st.session_state["model"]), str(st.session_state["cp_family"]),
+                         getattr(dataset, "models", None)):
+        st.checkbox(
+            "Average a left-out feature on the outcome's own scale (slow)",
+            key="response_scale",
+            help="This model predicts through a log link (as length-of-stay, count and cost "
+                 "models do). A left-out feature is averaged over the reference sample on the "
+                 "model's log scale by default: exact and fast, and the same as shap's 'raw' "
+                 "output. Ticked, it is averaged on the outcome's own scale instead: exact too, "
+                 "but every feature combination runs the model on many mixed rows, minutes "
+                 "where the default takes seconds. The intervals are the same; the parts "
+                 "share the width out differently.")
     a, c = st.columns(2)
     a.number_input("Miscoverage α", min_value=0.01, max_value=0.5, step=0.01, format="%.2f",
                    key="alpha", on_change=alpha_changed,
@@ -117,7 +129,7 @@ with right:
                             "where this is cheap; 64 where every row costs model runs.")
     config = state.run_config(dataset)
     options = config.options
-    plan = planning.masking_plan(options.model, options.family)
+    plan = planning.masking_plan(options.model, options.family, options.masking)
     size = state.run_size(dataset, config)
     n_train, n_explained, used_background = size.n_train, size.n_explained, size.background
     if auto:
@@ -178,11 +190,15 @@ if not plan.fast:
                 f" Expected time on this machine: {planning.rounded_seconds(seconds)} "
                 f"({n_explained:,} rows × {used_background} background rows per feature "
                 "combination, at the measured model speed).")
+    what = (f"{MODELS[options.model].label} with the {options.family} family, its left-out "
+            "features averaged on the outcome's own scale," if options.masking == "response"
+            else f"{MODELS[options.model].label} with the {options.family} family")
+    faster = ("Averaging on the model's log scale (untick the box above), a smaller "
+              "background or a sampling method is faster." if options.masking == "response"
+              else "A smaller background, a sampling method or another family is faster.")
     st.warning(markdown_text(
-        f"{MODELS[options.model].label} with the {options.family} family has no fast exact "
-        "way to remove features: every removal runs the model on many mixed rows "
-        f"(brute force).{expected} A smaller background, a sampling method or another "
-        "family is faster."))
+        f"{what} has no fast exact way to remove features: every removal runs the model on "
+        f"many mixed rows (brute force).{expected} {faster}"))
 
 
 HIDE_RUN_BUTTON = "<style>.st-key-run { display: none; }</style>"

@@ -83,10 +83,16 @@ def test_the_background_shown_follows_the_model_and_family() -> None:
     at = new_app()
     at.switch_page("views/setup.py").run()
     assert at.number_input(key="background_used").value == 221  # all training rows, tables
+    assert not [c for c in at.checkbox if c.key == "response_scale"]  # no link: no choice
     # the gamma family's gbm has a log link: tables on its log scale, so no brute force
     at.selectbox(key="cp_family").set_value("gamma").run()
     assert at.number_input(key="background_used").value == 221
     assert not any("brute force" in w.value for w in at.warning)
+    # averaged on the outcome's own scale instead: brute force, said before Run, kept small
+    at.checkbox(key="response_scale").check().run()
+    assert at.number_input(key="background_used").value == 64
+    assert any("brute force" in w.value and "Expected time" in w.value
+               and "own scale" in w.value for w in at.warning)
     at.selectbox(key="cp_family").set_value("normalized").run()
     assert at.number_input(key="background_used").value == 221
     assert not any("brute force" in w.value for w in at.warning)

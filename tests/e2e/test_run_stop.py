@@ -1,7 +1,8 @@
 """One user's slow Run does not hold up another user, and Stop or a closed tab ends the work.
 
 A real server and two chromium contexts (two users). The first user chooses a configuration
-that masks by brute force (gbm with the gamma family: minutes of work); while it computes, the
+that masks by brute force (gbm with the gamma family, its left-out features averaged on the
+outcome's own scale: minutes of work); while it computes, the
 second user's patient switch completes (before the fix it waited behind the first user's run
 for minutes). Stop ends the work (the server's log says the run was cancelled) and the page
 says so; a page switch meanwhile does not stop it; Streamlit's own Stop and closing the tab
@@ -42,6 +43,8 @@ def start_slow_run(page, url: str) -> None:
     open_page(page, "Setup")
     page.locator(".st-key-cp_family [role='combobox']").click()
     page.get_by_role("option", name=re.compile("^gamma:")).click()
+    settle(page)
+    page.locator(".st-key-response_scale label").click()
     settle(page)
     page.locator(".st-key-run button").click()
     expect(page.get_by_text(PROGRESS)).to_be_visible(timeout=RUN_TIMEOUT)
