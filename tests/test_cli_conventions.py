@@ -414,3 +414,25 @@ def test_caps_can_be_lifted_past_the_defaults(capsys, tmp_path) -> None:
     assert "rows" in assert_bad_input(capsys, *argv)
     message = assert_bad_input(capsys, *argv, "--max-rows", "2e7", "--max-cells", "3e7")
     assert "target" in message and "limit" not in message and "most" not in message
+
+
+def test_out_to_a_device_or_a_pipe_writes_into_it_and_leaves_it_in_place(tmp_path) -> None:
+    """--out /dev/null (or a named pipe) is written into, not renamed over: as root a rename
+    put a plain 0600 file where /dev/null was."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = __import__("threading").Thread(target=lambda: received.append(pipe.read_bytes()))
+    reader.start()
+    assert main(["explain", str(SAMPLE), "--target", TARGET, "--id-column", "patient_id", *FAST,
+                 "--out", str(pipe),
+                 "--format", "csv", "-q"]) == 0
+    reader.join(timeout=60)
+    assert pipe.is_fifo() and received and received[0].startswith(b"patient_id,")
+    before = os.stat("/dev/null")
+    assert main(["explain", str(SAMPLE), "--target", TARGET, "--id-column", "patient_id", *FAST,
+                 "--out", "/dev/null",
+                 "--format", "csv", "-q"]) == 0
+    after = os.stat("/dev/null")
+    assert (after.st_mode, after.st_rdev, after.st_ino) == (before.st_mode, before.st_rdev,
+                                                            before.st_ino)
