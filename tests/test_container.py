@@ -5,7 +5,7 @@ a pinned default base, a non-root numeric user, a health check on Streamlit's en
 curl or wget, no telemetry, writable paths in /tmp or /data.
 
 The image test runs the image that `.ci/container.sh` builds (named by CPDECOMP_TEST_IMAGE) with
-podman, exactly as README.md's `docker run` line says, and checks what a hospital relies on:
+podman, exactly as docs/deployment.md's `docker run` line says, and checks what a hospital relies on:
 podman's own health check, the bundled sample end to end in chromium through the published
 port, two sessions computing at once, a review in the /data volume that survives a restart,
 nothing written outside /tmp and /data, and no outbound connection attempted. Without podman,
@@ -144,7 +144,7 @@ def test_streamlit_config_holds_the_hospital_defaults():
             assert f"{section}.{key}" in known, f"{section}.{key}"
 
 
-# The image itself, run with podman as README.md says. ----------------------------------------
+# The image itself, run with podman as docs/deployment.md says. ------------------------------
 
 IMAGE_VAR = "CPDECOMP_TEST_IMAGE"
 """The image to run, which .ci/run exports after .ci/container.sh has built it."""
@@ -154,16 +154,20 @@ OUTBOUND = "cpdecomp-outbound"
 HOSPITAL_FLAGS = ["--read-only", "--tmpfs", "--user", "--cap-drop", "--security-opt", "-v", "-p"]
 
 
+DEPLOYMENT = ROOT / "docs" / "deployment.md"
+"""The deployment guide, whose `docker run` line this test runs (tests/test_docs.py leaves that
+block to this test)."""
+
+
 def readme_run_line() -> list[str]:
-    """The `docker run` command of README.md's "Deploying in a hospital", as words."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Deploying in a hospital"):]
-    for block in re.findall(r"```bash\n(.*?)```", section, re.DOTALL):
+    """The `docker run` command of the deployment guide (docs/deployment.md), as words."""
+    text = DEPLOYMENT.read_text()
+    for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
         for command in re.sub(r"\\\n\s*", " ", block).splitlines():
             words = shlex.split(command)
             if words[:2] == ["docker", "run"]:
                 return words
-    raise AssertionError("README.md's hospital section has no `docker run` line")
+    raise AssertionError("docs/deployment.md has no `docker run` line")
 
 
 def test_readme_run_line_holds_the_hospital_settings():
@@ -179,7 +183,7 @@ def test_readme_run_line_holds_the_hospital_settings():
 
 
 def podman_create_args(name: str, volume: str, port: int, image: str) -> list[str]:
-    """README.md's `docker run` line as `podman create` arguments: its own container name,
+    """The deployment guide's `docker run` line as `podman create` arguments: its own container name,
     volume name and host port (free ones), and the image under test; every other flag as is."""
     words = readme_run_line()[2:]
     args: list[str] = []
