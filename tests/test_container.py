@@ -37,6 +37,7 @@ from dashboard_driver import (
     launch,
     open_page,
 )
+from deployment_doc import run_line
 from diabetes_system import SYSTEM_CODE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,28 +66,38 @@ def test_hadolint_finds_nothing():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_base_image_is_an_argument_defaulting_to_a_pinned_python_3_11_slim():
+def test_base_image_is_an_argument_defaulting_to_python_3_11_slim_pinned_by_digest():
     pairs = instructions()
     bases = [args for keyword, args in pairs if keyword == "FROM"]
-    assert bases == ["${BASE_IMAGE}"], bases
+    # tools (pip, build backend, SBOM generator), the wheel, then the image on the same base
+    assert bases == ["${BASE_IMAGE} AS tools", "tools AS wheel", "${BASE_IMAGE}"], bases
     before_from = pairs[:pairs.index(("FROM", bases[0]))]
     defaults = dict(args.partition("=")[::2] for keyword, args in before_from if keyword == "ARG")
-    assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+(@sha256:[0-9a-f]{64})?",
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}",
                         defaults["BASE_IMAGE"]), defaults
 
 
-def test_last_user_is_numeric_and_not_root():
+def final_stage() -> list[tuple[str, str]]:
+    pairs = instructions()
+    last_from = max(i for i, (keyword, _) in enumerate(pairs) if keyword == "FROM")
+    return pairs[last_from:]
+
+
+def test_last_user_is_numeric_not_root_and_in_group_0():
     users = [args for keyword, args in instructions() if keyword == "USER"]
     assert users, "the image must switch to an unprivileged user"
     uid, _, gid = users[-1].partition(":")
-    assert uid.isdigit() and int(uid) > 0 and (not gid or (gid.isdigit() and int(gid) > 0))
+    # group 0: OpenShift runs an arbitrary user id in group 0, which may write /data
+    assert uid.isdigit() and int(uid) > 0 and gid == "0", users[-1]
     keywords = [keyword for keyword, _ in instructions()]
     assert keywords.index("USER") < keywords.index("CMD")
+    setup = " ".join(args for keyword, args in final_stage() if keyword == "RUN")
+    assert f"chown -R {uid}:0 /data" in setup and "chmod -R g=u /data" in setup
 
 
-def test_health_check_hits_streamlit_health_without_curl_or_wget():
+def test_health_check_runs_the_apps_check_without_curl_or_wget():
     checks = [args for keyword, args in instructions() if keyword == "HEALTHCHECK"]
-    assert len(checks) == 1 and "/_stcore/health" in checks[0]
+    assert len(checks) == 1 and '"cpdecomp.app.health"' in checks[0], checks
     # Nothing the image runs (comments aside) installs or calls curl or wget.
     assert not any(re.search(r"\b(curl|wget)\b", args) for _, args in instructions())
 
@@ -97,22 +108,77 @@ def test_thread_safe_numba_layer_and_no_baked_in_secrets():
     assert "NUMBA_THREADING_LAYER=omp" in env  # never the workqueue layer: not thread-safe
     assert any(keyword == "RUN" and "libgomp1" in args for keyword, args in pairs)
     copies = [args for keyword, args in pairs if keyword == "COPY"]
-    assert not any(".streamlit " in f"{args} " or "secrets" in args for args in copies), copies
+    assert not any(".streamlit" in args or "secrets" in args for args in copies), copies
     for ignore in (".gitignore", ".dockerignore"):
         assert ".streamlit/secrets.toml" in (ROOT / ignore).read_text().splitlines(), ignore
 
 
-def test_port_telemetry_and_writable_paths():
-    pairs = instructions()
+def test_port_telemetry_caches_on_the_volume_and_the_dashboard_command():
+    pairs = final_stage()
     assert ("EXPOSE", "8501") in pairs
     env = " ".join(args for keyword, args in pairs if keyword == "ENV")
     assert "STREAMLIT_BROWSER_GATHER_USAGE_STATS=false" in env
-    for variable in ("HOME", "CPDECOMP_CACHE_DIR", "NUMBA_CACHE_DIR", "CPDECOMP_REVIEW_DB"):
+    assert re.search(r"HOME=/tmp\b", env)
+    # Both caches on the volume, so a restart keeps them (a tmpfs /tmp did not).
+    for variable in ("CPDECOMP_CACHE_DIR", "NUMBA_CACHE_DIR", "CPDECOMP_REVIEW_DB"):
         value = re.search(rf"{variable}=(\S+)", env)
-        assert value and value.group(1).startswith(("/tmp", "/data")), variable
+        assert value and value.group(1).startswith("/data/"), variable
+    assert re.search(r"CPDECOMP_CACHE_MAX_BYTES=\d+", env)  # bounded
     command = next(args for keyword, args in pairs if keyword == "CMD")
-    assert "app/main.py" in command and "--server.port=8501" in command
+    assert command == '["cpdecomp", "dashboard", "--port", "8501", "--address", "0.0.0.0"]'
 
+
+def test_dependencies_come_from_the_lock_before_the_code_and_pip_stays_out():
+    pairs = final_stage()
+    runs = [args for keyword, args in pairs if keyword == "RUN"]
+    assert "python3 -m venv --without-pip /opt/venv" in runs[0]
+    locked = next(i for i, (keyword, args) in enumerate(pairs)
+                  if keyword == "RUN" and "-r /opt/cpdecomp/requirements/image.lock" in args)
+    assert "--require-hashes" in pairs[locked][1] and "--only-binary=:all:" in pairs[locked][1]
+    code = next(i for i, (keyword, args) in enumerate(pairs)
+                if keyword == "COPY" and args.startswith("--from=wheel"))
+    assert locked < code  # a code change leaves the dependency layer alone
+    everything = " ".join(args for _, args in instructions())
+    assert "CPDECOMP_EXTRAS" not in everything  # the lock says what is installed
+
+
+def test_the_lock_pins_everything_pyproject_asks_for_within_its_ranges():
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pinned = {}
+    for line in (ROOT / "requirements" / "image.lock").read_text().splitlines():
+        found = re.match(r"([A-Za-z0-9._-]+)==(\S+)", line)
+        if found:
+            pinned[canonicalize_name(found[1])] = found[2]
+    assert all(re.search(r"--hash=sha256:[0-9a-f]{64}", block) for block in
+               re.split(r"\n(?=[a-z0-9])", (ROOT / "requirements" / "image.lock").read_text())
+               if re.match(r"[a-z0-9]", block))
+    extras = re.search(r"^EXTRAS=(\S+)$", (ROOT / "requirements" / "refresh.sh").read_text(),
+                       re.MULTILINE)[1].split(",")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"]]
+    for extra in extras:
+        wanted += project["optional-dependencies"][extra]
+    for text in wanted:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert name in pinned, f"{name} is not in requirements/image.lock: bash requirements/refresh.sh"
+        assert requirement.specifier.contains(pinned[name], prereleases=True), (
+            f"{name}=={pinned[name]} is outside pyproject.toml's {requirement.specifier}")
+    # The lock is the extras' own: the dashboard's (with the models) and nothing of dev's.
+    assert {"streamlit", "xgboost-cpu", "psycopg", "shap"} <= pinned.keys()
+    assert not {"pytest", "mapie", "playwright"} & pinned.keys()
+
+
+def test_label_version_is_the_projects():
+    defaults = dict(args.partition("=")[::2] for keyword, args in final_stage()
+                    if keyword == "ARG")
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert defaults["VERSION"] == version
+    labels = " ".join(args for keyword, args in final_stage() if keyword == "LABEL")
+    for key in ("source", "revision", "version", "licenses", "created"):
+        assert f"org.opencontainers.image.{key}=" in labels, key
 
 
 HOSPITAL_DEFAULTS = {
@@ -154,28 +220,17 @@ OUTBOUND = "cpdecomp-outbound"
 HOSPITAL_FLAGS = ["--read-only", "--tmpfs", "--user", "--cap-drop", "--security-opt", "-v", "-p"]
 
 
-DEPLOYMENT = ROOT / "docs" / "deployment.md"
-"""The deployment guide, whose `docker run` line this test runs (tests/test_docs.py leaves that
-block to this test)."""
-
-
 def readme_run_line() -> list[str]:
-    """The `docker run` command of the deployment guide (docs/deployment.md), as words."""
-    text = DEPLOYMENT.read_text()
-    for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
-        for command in re.sub(r"\\\n\s*", " ", block).splitlines():
-            words = shlex.split(command)
-            if words[:2] == ["docker", "run"]:
-                return words
-    raise AssertionError("docs/deployment.md has no `docker run` line")
+    """The `docker run` line of the deployment guide (docs/deployment.md), as words."""
+    return run_line()
 
 
-def test_readme_run_line_holds_the_hospital_settings():
+def test_documented_run_line_holds_the_hospital_settings():
     words = readme_run_line()
     pairs = dict(zip(words, [*words[1:], ""], strict=True))
     assert "--read-only" in words
     assert pairs["--tmpfs"].startswith("/tmp:")
-    assert pairs["--user"] == "10001:10001"
+    assert pairs["--user"] == "10001:0"
     assert pairs["--cap-drop"] == "ALL"
     assert pairs["--security-opt"] == "no-new-privileges"
     assert pairs["-v"].endswith(":/data")
