@@ -12,7 +12,7 @@
 # libgomp1; docs/deployment.md).
 ARG BASE_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 
-# --- tools: pip, the build backend and the SBOM generator, never in the image itself --------
+# --- tools: pip and the build backend for the project's wheel, never in the image ----------
 FROM ${BASE_IMAGE} AS tools
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 COPY requirements/tools.lock /tmp/tools.lock
@@ -77,23 +77,32 @@ RUN if ! dpkg --status libgomp1 >/dev/null 2>&1; then \
     && chown -R 10001:0 /data \
     && chmod -R g=u /data
 
-# The dependencies, exactly as locked (versions and hashes), before any of the code.
-COPY requirements/image.lock /opt/cpdecomp/requirements/image.lock
+# The dependencies, exactly as locked (versions and hashes), before any of the code. pip runs
+# from a venv of its own in /tmp, removed in the same step (podman 4.3 cannot mount a cached
+# stage, so the tools stage is not mounted here).
+COPY requirements/image.lock requirements/tools.lock /opt/cpdecomp/requirements/
 RUN --mount=type=bind,source=wheelhouse,target=/opt/wheelhouse \
-    --mount=type=bind,from=tools,source=/opt/tools,target=/opt/tools \
     set -- /opt/wheelhouse/*.whl \
     && if [ -e "$1" ]; then set -- --no-index --find-links=/opt/wheelhouse; else set --; fi \
-    && /opt/tools/bin/python -m pip --python /opt/venv/bin/python install --no-cache-dir \
-        --require-hashes --only-binary=:all: --no-deps "$@" -r /opt/cpdecomp/requirements/image.lock
+    && python3 -m venv /tmp/pip \
+    && /tmp/pip/bin/python -m pip --python /opt/venv/bin/python install --no-cache-dir \
+        --require-hashes --only-binary=:all: --no-deps "$@" -r /opt/cpdecomp/requirements/image.lock \
+    && rm -rf /tmp/pip
 
 # The project's wheel (kept: it is what was installed), then the SBOM of everything in the
 # venv, made by CycloneDX's own generator (cyclonedx-bom, in requirements/tools.lock).
 COPY --from=wheel /dist/ /opt/cpdecomp/dist/
-RUN --mount=type=bind,from=tools,source=/opt/tools,target=/opt/tools \
-    /opt/tools/bin/python -m pip --python /opt/venv/bin/python install --no-cache-dir \
+RUN --mount=type=bind,source=wheelhouse,target=/opt/wheelhouse \
+    set -- /opt/wheelhouse/*.whl \
+    && if [ -e "$1" ]; then set -- --no-index --find-links=/opt/wheelhouse; else set --; fi \
+    && python3 -m venv /tmp/tools \
+    && /tmp/tools/bin/python -m pip install --no-cache-dir --require-hashes --only-binary=:all: \
+        "$@" -r /opt/cpdecomp/requirements/tools.lock \
+    && /tmp/tools/bin/python -m pip --python /opt/venv/bin/python install --no-cache-dir \
         --no-deps --no-index /opt/cpdecomp/dist/cpdecomp-*.whl \
-    && /opt/tools/bin/cyclonedx-py environment --output-reproducible --of JSON --mc-type \
-        application --output-file /opt/cpdecomp/sbom.cdx.json /opt/venv/bin/python
+    && /tmp/tools/bin/cyclonedx-py environment --output-reproducible --of JSON --mc-type \
+        application --output-file /opt/cpdecomp/sbom.cdx.json /opt/venv/bin/python \
+    && rm -rf /tmp/tools
 
 WORKDIR /opt/cpdecomp
 USER 10001:0

@@ -14,6 +14,7 @@ root or the image it is skipped, and fails under CI (tests/ci_policy.py).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -445,6 +448,14 @@ def test_image_runs_as_the_readme_says():
         checked = subprocess.run(["podman", "healthcheck", "run", name], capture_output=True,
                                  text=True, timeout=60)
         assert checked.returncode == 0, checked.stdout + checked.stderr
+        # Streamlit's metrics are closed on the container's own port, and the app's script
+        # check answers the container itself (the health check) only.
+        for closed in ("/_stcore/metrics", "/_stcore/script-health-check"):
+            try:
+                urllib.request.urlopen(f"{url}{closed}", timeout=10)
+                raise AssertionError(f"{closed} answered through the published port")
+            except urllib.error.HTTPError as error:
+                assert error.code == 404, closed
 
         with sync_playwright() as playwright:
             browser = launch(playwright)
@@ -531,3 +542,173 @@ def test_image_runs_as_the_readme_says():
     finally:
         podman("rm", "--force", "--time", "5", name, check=False)
         podman("volume", "rm", "--force", volume, check=False)
+
+
+# What the image does when it is run wrongly, and what it says about itself. ------------------
+
+def image_or_skip() -> str:
+    if shutil.which("podman") is None:
+        unavailable("podman is not installed (.ci/run installs it)")
+    if os.geteuid() != 0:
+        unavailable("the image tests run podman as root")
+    image = os.environ.get(IMAGE_VAR, "").strip()
+    if not image:
+        unavailable(f"{IMAGE_VAR} is not set: no image to run (.ci/container.sh builds one)")
+    if subprocess.run(["podman", "image", "exists", image], timeout=60).returncode != 0:
+        unavailable(f"the image {image} does not exist (.ci/container.sh builds it)")
+    return image
+
+
+def documented_args(image: str, *, drop: tuple[str, ...] = (), volume: str | None = None,
+                    user: str | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    """The guide's run line as `podman create` arguments (no published port), with flags in
+    `drop` left out (each with its value), the volume and user replaced if given."""
+    words = readme_run_line()[2:-1]
+    args: list[str] = []
+    position = 0
+    while position < len(words):
+        word = words[position]
+        takes_value = word.startswith("-") and position + 1 < len(words) \
+            and not words[position + 1].startswith("-")
+        value = words[position + 1] if takes_value else None
+        position += 2 if takes_value else 1
+        if word in {"-d", "--detach", "--name", "-p"} or word in drop:
+            continue
+        if word == "-v" and volume is not None:
+            value = volume
+        if word == "--user" and user is not None:
+            value = user
+        args += [word] if value is None else [word, value]
+    return [*args, *extra, image]
+
+
+def exit_of(name: str, timeout: float = 120) -> tuple[int, str]:
+    """Start container `name` and wait for it to stop: its exit code and its output."""
+    podman("start", name)
+    deadline = time.monotonic() + timeout
+    while podman("inspect", "--format", "{{.State.Running}}", name) == "true":
+        assert time.monotonic() < deadline, server_log(name)[-2000:]
+        time.sleep(0.5)
+    return int(podman("inspect", "--format", "{{.State.ExitCode}}", name)), server_log(name)
+
+
+def healthy(name: str, timeout: float = 180) -> None:
+    """Start container `name` and wait until the image's own health check passes."""
+    podman("start", name)
+    deadline = time.monotonic() + timeout
+    while True:
+        checked = subprocess.run(["podman", "healthcheck", "run", name], capture_output=True,
+                                 text=True, timeout=60)
+        if checked.returncode == 0:
+            return
+        assert podman("inspect", "--format", "{{.State.Running}}", name) == "true", \
+            server_log(name)[-3000:]
+        assert time.monotonic() < deadline, checked.stdout + checked.stderr
+        time.sleep(2)
+
+
+@pytest.mark.slow
+def test_image_fails_closed_with_one_line_and_runs_as_any_user_in_group_0(tmp_path):
+    image = image_or_skip()
+    suffix = uuid.uuid4().hex[:8]
+    names: list[str] = []
+    volume = f"cpdecomp-test-uid-{suffix}"
+
+    def create(label: str, *args: str) -> str:
+        name = f"cpdecomp-test-{label}-{suffix}"
+        names.append(name)
+        podman("create", "--name", name, *args)
+        return name
+
+    try:
+        # 1. No tmpfs at /tmp on a read-only root (Docker's --read-only alone, Kubernetes'
+        # readOnlyRootFilesystem without an emptyDir): exit 2, one line naming the mount.
+        # podman's --read-only mounts its own tmpfs at /tmp unless told not to; Docker's does
+        # not: --read-only-tmpfs=false is Docker's behaviour.
+        name = create("no-tmpfs", *documented_args(image, drop=("--tmpfs",),
+                                                    volume=f"{volume}-a:/data",
+                                                    extra=("--read-only-tmpfs=false",)))
+        code, log = exit_of(name)
+        assert code == 2, log[-2000:]
+        assert log.strip().splitlines()[-1] == (
+            "cpdecomp: error: /tmp is not writable by user 10001 (uploads are staged there): "
+            "mount a writable tmpfs there (docker run --tmpfs /tmp:rw,nosuid,nodev,size=2g; "
+            "Kubernetes: an emptyDir volume at /tmp)"), log[-2000:]
+        assert "Traceback" not in log
+
+        # 2. A root-owned bind mount at /data: exit 2 naming the folder and the ways to fix it.
+        bound = tmp_path / "data"
+        bound.mkdir(mode=0o755)
+        name = create("root-bind", *documented_args(image, volume=f"{bound}:/data"))
+        code, log = exit_of(name)
+        last = log.strip().splitlines()[-1]
+        assert code == 2 and last.startswith("cpdecomp: error: /data/cache/numba is not "
+                                             "writable by user 10001"), log[-2000:]
+        assert ":U" in last and "fsGroup" in last and "Traceback" not in log
+
+        # 3. The same folder with podman's :U (given to the container's user) works.
+        name = create("bind-u", *documented_args(image, volume=f"{bound}:/data:U"))
+        healthy(name)
+        assert (bound / "cache" / "numba").stat().st_uid == 10001
+
+        # 4. A secrets file the container's user cannot read (root's, 0600): one line.
+        secrets = tmp_path / "secrets.toml"
+        secrets.write_text("[auth]\n")
+        secrets.chmod(0o600)
+        name = create("secrets", *documented_args(
+            image, volume=f"{volume}-b:/data",
+            extra=("-v", f"{secrets}:/opt/cpdecomp/.streamlit/secrets.toml:ro")))
+        code, log = exit_of(name)
+        last = log.strip().splitlines()[-1]
+        assert code == 2 and last.startswith(
+            "cpdecomp: error: /opt/cpdecomp/.streamlit/secrets.toml cannot be read by user "
+            "10001 (owner 0, mode 0600"), log[-2000:]
+        assert "Traceback" not in log
+
+        # 5. OpenShift's arbitrary user id in group 0 on a new volume: healthy, and it writes
+        # the volume (a review, through the dashboard's own store).
+        name = create("uid", *documented_args(image, user="12345:0", volume=f"{volume}:/data"))
+        healthy(name)
+        saved = podman("exec", name, "python", "-c",
+                       "from cpdecomp.app.reviews import ReviewStore; s = ReviewStore(); "
+                       "s.record('sample', 'p1', 'reviewed', note='any uid'); print(s.location)")
+        assert saved.splitlines()[-1] == "/data/reviews.sqlite3", saved
+        mount = Path(podman("volume", "inspect", "--format", "{{.Mountpoint}}", volume))
+        assert (mount / "reviews.sqlite3").stat().st_uid == 12345
+    finally:
+        for name in names:
+            podman("rm", "--force", "--time", "5", name, check=False)
+        for name in (volume, f"{volume}-a", f"{volume}-b"):
+            podman("volume", "rm", "--force", name, check=False)
+
+
+@pytest.mark.slow
+def test_image_carries_its_labels_its_sbom_and_no_pip():
+    image = image_or_skip()
+    labels = json.loads(podman("image", "inspect", "--format", "{{json .Config.Labels}}", image))
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert labels["org.opencontainers.image.version"] == project["version"]
+    assert labels["org.opencontainers.image.licenses"] == project["license"]["text"]
+    assert re.fullmatch(r"[0-9a-f]{40}", labels["org.opencontainers.image.revision"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
+                        labels["org.opencontainers.image.created"])
+    assert labels["org.opencontainers.image.source"]
+    # The SBOM the guide's last command wrote next to the image (.ci/container.sh keeps it in
+    # out/) is the image's own, and lists every locked package at its locked version.
+    inside = podman("run", "--rm", "--network", "none", "--entrypoint", "cat", image,
+                    "/opt/cpdecomp/sbom.cdx.json")
+    beside = ROOT / "out" / "cpdecomp.cdx.json"
+    assert beside.exists(), "the guide's SBOM command wrote nothing (.ci/container.sh)"
+    assert json.loads(beside.read_text()) == json.loads(inside)
+    sbom = json.loads(inside)
+    assert sbom["bomFormat"] == "CycloneDX"
+    listed = {re.sub(r"[-_.]+", "-", c["name"]).lower(): c["version"] for c in sbom["components"]}
+    locked = dict(re.findall(r"^([a-z0-9._-]+)==(\S+)",
+                             (ROOT / "requirements" / "image.lock").read_text(), re.MULTILINE))
+    assert {re.sub(r"[-_.]+", "-", k): v for k, v in locked.items()} | {
+        "cpdecomp": project["version"]} == listed
+    # pip and setuptools stayed in the build's tools, not in the runtime venv.
+    found = podman("run", "--rm", "--network", "none", "--entrypoint", "python", image, "-c",
+                   "import importlib.util as u; print([m for m in ('pip', 'setuptools', "
+                   "'wheel') if u.find_spec(m)])")
+    assert found.splitlines()[-1] == "[]", found
