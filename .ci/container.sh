@@ -126,3 +126,31 @@ mkdir -p out
 mv cpdecomp.cdx.json out/cpdecomp.cdx.json
 find "$CACHE/wheelhouse" -name '*.whl' -mtime +30 -delete  # wheels no lock has named for a month
 echo "container step: built $IMAGE ($(podman image inspect --format '{{.Size}}' "$IMAGE") bytes)"
+
+# Stand-ins for the official postgres and nginx images that deploy/compose.yaml names (no
+# registry image can be pulled here), for the compose test: Debian's own packages
+# (.ci/standins/), on a base of their own made like the image's.
+standins_mirrors=("deb http://deb.debian.org/debian bookworm main"
+                  "deb http://deb.debian.org/debian bookworm-updates main"
+                  "deb http://deb.debian.org/debian-security bookworm-security main")
+standins_tar=$CACHE/standins-$(printf '%s\n' postgresql,nginx "${standins_mirrors[@]}" | key_of).tar
+no_link "$standins_tar"
+if [ ! -s "$standins_tar" ] || [ -n "$(find "$standins_tar" -mtime +"$BASE_MAX_AGE_DAYS")" ]; then
+    rm -f "$CACHE"/standins-*.tar "$CACHE"/standins-*.image
+    mmdebstrap --quiet --variant=minbase --include=postgresql,nginx bookworm \
+        "$standins_tar.partial" "${standins_mirrors[@]}"
+    mv "$standins_tar.partial" "$standins_tar"
+    step "made the stand-ins' Debian base"
+fi
+standins_base=localhost/cpdecomp-ci-standins
+if [ ! -s "${standins_tar%.tar}.image" ] || [ "$(podman image inspect --format '{{.Id}}' \
+        "$standins_base" 2>/dev/null)" != "$(cat "${standins_tar%.tar}.image")" ]; then
+    podman import --quiet "$standins_tar" "$standins_base" >/dev/null
+    podman image inspect --format '{{.Id}}' "$standins_base" >"${standins_tar%.tar}.image"
+fi
+for service in postgres nginx; do
+    podman build --quiet --layers --pull=never --network none --build-arg BASE_IMAGE="$standins_base" \
+        --file ".ci/standins/$service.Containerfile" --tag "localhost/cpdecomp-ci-$service" \
+        .ci/standins >/dev/null
+done
+step "stand-ins localhost/cpdecomp-ci-postgres and localhost/cpdecomp-ci-nginx"
