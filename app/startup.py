@@ -39,11 +39,12 @@ class StartupError(Exception):
     """A folder the dashboard writes, or its secrets file, is unusable: one line says which."""
 
 
-def _hint(path: Path) -> str:
-    uid, gid = os.getuid(), os.getgid()
-    if path == Path(temporary_folder()):
+def _hint(path: Path, environ: Mapping[str, str] | None) -> str:
+    """The mount that gives the dashboard `path`: a tmpfs for the temporary folder, else the
+    data volume."""
+    if path == Path(temporary_folder(environ)):
         return TMP_HINT
-    return DATA_HINT.format(uid=uid, gid=gid)
+    return DATA_HINT.format(uid=os.getuid(), gid=os.getgid())
 
 
 def temporary_folder(environ: Mapping[str, str] | None = None) -> str:
@@ -94,7 +95,7 @@ def check(environ: Mapping[str, str] | None = None) -> None:
     for folder, use in written_folders(environ):
         if not writable(folder):
             raise StartupError(f"{folder} is not writable by user {os.getuid()} ({use}): "
-                               f"{_hint(folder)}")
+                               f"{_hint(folder, environ)}")
     for secrets in secrets_files():
         try:
             with open(secrets, "rb"):
