@@ -19,10 +19,12 @@ kernel whose cache folder it cannot write, which is one of the faults this check
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -159,3 +161,29 @@ def check_or_exit() -> None:
     except StartupError as error:
         print(f"cpdecomp: error: {error}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
+
+
+WARM_UP_MODULES = ("cpdecomp.app.runs", "cpdecomp.app.planning", "cpdecomp.core.explainer")
+"""What a Run needs loaded: the computation (scikit-learn, SciPy, numba and the kernels'
+modules) and the pages. 3.5 s of a restarted container's first Run on a loaded 2-core machine
+(docs/benchmarks/container.md) was these imports."""
+
+
+def warm_up() -> threading.Thread:
+    """Import what a Run needs on a low-priority thread while the server starts, so a
+    restarted dashboard's first clinician does not wait for it. A failure is left to the page
+    that imports the module (it shows its error there, and the health check reports it)."""
+    def work() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except (AttributeError, OSError):
+            pass  # not Linux, or not allowed: the imports only take longer to finish
+        for module in WARM_UP_MODULES:
+            try:
+                importlib.import_module(module)
+            except Exception:  # reported by the page that imports it
+                return
+
+    thread = threading.Thread(target=work, name="cpdecomp-warm-up", daemon=True)
+    thread.start()
+    return thread

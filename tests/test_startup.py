@@ -152,3 +152,15 @@ def test_host_lists_accept_commas():
         "STREAMLIT_SERVER_CORS_ALLOWED_ORIGINS": "https://a.example,https://b.example"})
     assert env["STREAMLIT_SERVER_ALLOWED_HOSTS"] == "cpdecomp.hospital.internal cpdecomp localhost"
     assert env["STREAMLIT_SERVER_CORS_ALLOWED_ORIGINS"] == "https://a.example https://b.example"
+
+
+def test_warm_up_loads_what_a_run_needs_in_the_background():
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from cpdecomp.app import startup\n"
+         "assert 'sklearn' not in sys.modules and 'numba' not in sys.modules\n"
+         "thread = startup.warm_up(); thread.join(300)\n"
+         "print(thread.daemon, all(m in sys.modules for m in startup.WARM_UP_MODULES),"
+         " 'sklearn' in sys.modules, 'numba' in sys.modules)"],
+        capture_output=True, text=True, timeout=320)
+    assert done.stdout.split() == ["True", "True", "True", "True"], done.stderr[-2000:]
