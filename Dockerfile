@@ -77,35 +77,9 @@ RUN if ! dpkg --status libgomp1 >/dev/null 2>&1; then \
     && chown -R 10001:0 /data \
     && chmod -R g=u /data
 
-# The dependencies, exactly as locked (versions and hashes), before any of the code. pip runs
-# from a venv of its own in /tmp, removed in the same step (podman 4.3 cannot mount a cached
-# stage, so the tools stage is not mounted here).
-COPY requirements/image.lock requirements/tools.lock /opt/cpdecomp/requirements/
-RUN --mount=type=bind,source=wheelhouse,target=/opt/wheelhouse \
-    set -- /opt/wheelhouse/*.whl \
-    && if [ -e "$1" ]; then set -- --no-index --find-links=/opt/wheelhouse; else set --; fi \
-    && python3 -m venv /tmp/pip \
-    && /tmp/pip/bin/python -m pip --python /opt/venv/bin/python install --no-cache-dir \
-        --require-hashes --only-binary=:all: --no-deps "$@" -r /opt/cpdecomp/requirements/image.lock \
-    && rm -rf /tmp/pip
-
-# The project's wheel (kept: it is what was installed), then the SBOM of everything in the
-# venv, made by CycloneDX's own generator (cyclonedx-bom, in requirements/tools.lock).
-COPY --from=wheel /dist/ /opt/cpdecomp/dist/
-RUN --mount=type=bind,source=wheelhouse,target=/opt/wheelhouse \
-    set -- /opt/wheelhouse/*.whl \
-    && if [ -e "$1" ]; then set -- --no-index --find-links=/opt/wheelhouse; else set --; fi \
-    && python3 -m venv /tmp/tools \
-    && /tmp/tools/bin/python -m pip install --no-cache-dir --require-hashes --only-binary=:all: \
-        "$@" -r /opt/cpdecomp/requirements/tools.lock \
-    && /tmp/tools/bin/python -m pip --python /opt/venv/bin/python install --no-cache-dir \
-        --no-deps --no-index /opt/cpdecomp/dist/cpdecomp-*.whl \
-    && /tmp/tools/bin/cyclonedx-py environment --output-reproducible --of JSON --mc-type \
-        application --output-file /opt/cpdecomp/sbom.cdx.json /opt/venv/bin/python \
-    && rm -rf /tmp/tools
-
+# What the container is and runs: before the installs, so a rebuild does not repeat these
+# steps. (USER comes last: the installs run as root.)
 WORKDIR /opt/cpdecomp
-USER 10001:0
 EXPOSE 8501
 VOLUME ["/data"]
 
@@ -119,6 +93,46 @@ HEALTHCHECK --interval=30s --timeout=30s --start-period=60s --retries=3 \
 # the metrics endpoint closed (app/server.py). A secrets.toml is mounted at run time, read-only,
 # at /opt/cpdecomp/.streamlit/secrets.toml: never baked in.
 CMD ["cpdecomp", "dashboard", "--port", "8501", "--address", "0.0.0.0"]
+
+# pip for the two installs below, never installed: the wheel Python ships for ensurepip,
+# run as it is (Debian's python3-venv keeps it in /usr/share/python-wheels, the official
+# image under ensurepip/_bundled). Run by /opt/venv's own Python, it installs into the venv.
+# (The tools stage is not mounted here: podman 4.3 cannot mount a stage it took from cache.)
+
+# The dependencies, exactly as locked (versions and hashes), before any of the code.
+COPY requirements/image.lock requirements/tools.lock /opt/cpdecomp/requirements/
+RUN --mount=type=bind,source=wheelhouse,target=/opt/wheelhouse \
+    set -- /opt/wheelhouse/*.whl \
+    && if [ -e "$1" ]; then set -- --no-index --find-links=/opt/wheelhouse; else set --; fi \
+    && for pip_wheel in /usr/share/python-wheels/pip-*.whl \
+        /usr/local/lib/python3*/ensurepip/_bundled/pip-*.whl; do \
+        if [ -e "$pip_wheel" ]; then break; fi; done \
+    && /opt/venv/bin/python "$pip_wheel/pip" install --no-cache-dir --require-hashes \
+        --only-binary=:all: --no-deps "$@" -r /opt/cpdecomp/requirements/image.lock
+
+# The project's wheel (kept: it is what was installed), then the SBOM of everything in the
+# venv, made by CycloneDX's own generator (cyclonedx-bom, from requirements/tools.lock, in a
+# venv of /tmp removed in the same step). Validating it against the CycloneDX schema takes
+# longer than the rest of the step, so tests/test_container.py does that, with CycloneDX's
+# own validator.
+COPY --from=wheel /dist/ /opt/cpdecomp/dist/
+RUN --mount=type=bind,source=wheelhouse,target=/opt/wheelhouse \
+    set -- /opt/wheelhouse/*.whl \
+    && if [ -e "$1" ]; then set -- --no-index --find-links=/opt/wheelhouse; else set --; fi \
+    && for pip_wheel in /usr/share/python-wheels/pip-*.whl \
+        /usr/local/lib/python3*/ensurepip/_bundled/pip-*.whl; do \
+        if [ -e "$pip_wheel" ]; then break; fi; done \
+    && /opt/venv/bin/python "$pip_wheel/pip" install --no-cache-dir --no-deps --no-index \
+        /opt/cpdecomp/dist/cpdecomp-*.whl \
+    && python3 -m venv --without-pip /tmp/sbom-tools \
+    && /tmp/sbom-tools/bin/python "$pip_wheel/pip" install --no-cache-dir --no-compile \
+        --require-hashes --only-binary=:all: "$@" -r /opt/cpdecomp/requirements/tools.lock \
+    && /tmp/sbom-tools/bin/cyclonedx-py environment --no-validate --output-reproducible \
+        --of JSON --mc-type application --output-file /opt/cpdecomp/sbom.cdx.json \
+        /opt/venv/bin/python \
+    && rm -rf /tmp/sbom-tools
+
+USER 10001:0
 
 # What the image is, for the hospital's registry and scanners (the build passes these; they
 # come last so a new commit rebuilds nothing above). The SBOM is at /opt/cpdecomp/sbom.cdx.json.

@@ -95,8 +95,9 @@ def test_last_user_is_numeric_not_root_and_in_group_0():
     uid, _, gid = users[-1].partition(":")
     # group 0: OpenShift runs an arbitrary user id in group 0, which may write /data
     assert uid.isdigit() and int(uid) > 0 and gid == "0", users[-1]
-    keywords = [keyword for keyword, _ in instructions()]
-    assert keywords.index("USER") < keywords.index("CMD")
+    # After every RUN of the image (the installs run as root), so the command runs as this user.
+    keywords = [keyword for keyword, _ in final_stage()]
+    assert keywords.index("USER") > max(i for i, k in enumerate(keywords) if k == "RUN")
     setup = " ".join(args for keyword, args in final_stage() if keyword == "RUN")
     assert f"chown -R {uid}:0 /data" in setup and "chmod -R g=u /data" in setup
 
@@ -706,6 +707,11 @@ def test_image_carries_its_labels_its_sbom_and_no_pip():
     assert json.loads(beside.read_text()) == json.loads(inside)
     sbom = json.loads(inside)
     assert sbom["bomFormat"] == "CycloneDX"
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    version = SchemaVersion.from_version(sbom["specVersion"])
+    assert JsonStrictValidator(version).validate_str(inside) is None  # None: no error
     listed = {re.sub(r"[-_.]+", "-", c["name"]).lower(): c["version"] for c in sbom["components"]}
     locked = dict(re.findall(r"^([a-z0-9._-]+)==(\S+)",
                              (ROOT / "requirements" / "image.lock").read_text(), re.MULTILINE))
