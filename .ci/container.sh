@@ -118,8 +118,25 @@ done
 
 built=$(podman image inspect --format '{{.Id}}' cpdecomp)
 podman tag "$built" "$IMAGE"
+# The layers of this image and their parents; those of the previous image that this one no
+# longer uses (its code, or its dependencies after a lock change: 1 GB) go with it. Only this
+# step's own images are touched: podman's storage may hold other work.
+ancestors() {
+    local id=$1
+    while [ -n "$id" ]; do
+        echo "$id"
+        id=$(podman image inspect --format '{{.Parent}}' "$id" 2>/dev/null || true)
+    done
+}
 if [ -n "$previous" ] && [ "$previous" != "$built" ]; then
+    kept=$(ancestors "$built")
+    old_layers=$(ancestors "$previous")
     podman rmi "$previous" >/dev/null 2>&1 || true  # still used by a container: left alone
+    for id in $old_layers; do
+        if ! grep -qx "$id" <<<"$kept"; then
+            podman rmi "$id" >/dev/null 2>&1 || true  # a parent of something else: kept
+        fi
+    done
 fi
 # The SBOM the guide's last command wrote next to the image, for the container test.
 mkdir -p out
