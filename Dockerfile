@@ -107,8 +107,9 @@ RUN --mount=type=bind,source=wheelhouse,target=/opt/wheelhouse \
     && for pip_wheel in /usr/share/python-wheels/pip-*.whl \
         /usr/local/lib/python3*/ensurepip/_bundled/pip-*.whl; do \
         if [ -e "$pip_wheel" ]; then break; fi; done \
-    && /opt/venv/bin/python "$pip_wheel/pip" install --no-cache-dir --require-hashes \
-        --only-binary=:all: --no-deps "$@" -r /opt/cpdecomp/requirements/image.lock
+    && /opt/venv/bin/python "$pip_wheel/pip" install --disable-pip-version-check \
+        --no-cache-dir --require-hashes --only-binary=:all: --no-deps "$@" \
+        -r /opt/cpdecomp/requirements/image.lock
 
 # The project's wheel (kept: it is what was installed), then the SBOM of everything in the
 # venv, made by CycloneDX's own generator (cyclonedx-bom, from requirements/tools.lock, in a
@@ -122,11 +123,12 @@ RUN --mount=type=bind,source=wheelhouse,target=/opt/wheelhouse \
     && for pip_wheel in /usr/share/python-wheels/pip-*.whl \
         /usr/local/lib/python3*/ensurepip/_bundled/pip-*.whl; do \
         if [ -e "$pip_wheel" ]; then break; fi; done \
-    && /opt/venv/bin/python "$pip_wheel/pip" install --no-cache-dir --no-deps --no-index \
-        /opt/cpdecomp/dist/cpdecomp-*.whl \
+    && /opt/venv/bin/python "$pip_wheel/pip" install --disable-pip-version-check \
+        --no-cache-dir --no-deps --no-index /opt/cpdecomp/dist/cpdecomp-*.whl \
     && python3 -m venv --without-pip /tmp/sbom-tools \
-    && /tmp/sbom-tools/bin/python "$pip_wheel/pip" install --no-cache-dir --no-compile \
-        --require-hashes --only-binary=:all: "$@" -r /opt/cpdecomp/requirements/tools.lock \
+    && /tmp/sbom-tools/bin/python "$pip_wheel/pip" install --disable-pip-version-check \
+        --no-cache-dir --no-compile --require-hashes --only-binary=:all: "$@" \
+        -r /opt/cpdecomp/requirements/tools.lock \
     && /tmp/sbom-tools/bin/cyclonedx-py environment --no-validate --output-reproducible \
         --of JSON --mc-type application --output-file /opt/cpdecomp/sbom.cdx.json \
         /opt/venv/bin/python \
