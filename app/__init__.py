@@ -1,1 +1,1 @@
-"""cpdecomp's Streamlit dashboard: `streamlit run app/main.py` (see README, "The dashboard")."""
+"""cpdecomp's Streamlit dashboard: `streamlit run app/main.py` (see docs/analyst/dashboard.md)."""

@@ -54,8 +54,8 @@ from cpdecomp.core.system import ConformalSystem, system_from_models
 
 SCORE_AGREEMENT = 1e-6
 """Relative tolerance of the check that our scores are MAPIE's: XGBoost adds its leaves in
-float32 and cpdecomp in float64 (README), about 1e-7 relative; a different calibration set or
-estimator differs by far more."""
+float32 and cpdecomp in float64 (docs/analyst/own-model.md), about 1e-7 relative; a different
+calibration set or estimator differs by far more."""
 
 
 def mapie_rank(n: int, alpha: float) -> int | None:

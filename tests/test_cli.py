@@ -75,7 +75,7 @@ def sample_features(sample: pd.DataFrame) -> list[str]:
 
 
 def test_sample_id_and_target_are_present(sample: pd.DataFrame) -> None:
-    """The bundled sample has the columns the tests (and the README) rely on."""
+    """The bundled sample has the columns the tests (and the docs) rely on."""
     assert {ID, TARGET} <= set(sample.columns)
     assert sample[ID].is_unique
 

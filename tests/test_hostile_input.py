@@ -549,8 +549,8 @@ def test_bad_parquet_columns_are_refused_from_the_schema(tmp_path, arrays, names
                                   pa.dictionary(pa.int32(), pa.binary())])
 def test_every_binary_and_other_non_table_type_is_refused_before_any_data_is_read(
         tmp_path, monkeypatch, kind) -> None:
-    """The README says binary columns are refused: all four binary types, and any type that
-    is not a number, text or a date, are refused from the schema alone."""
+    """docs/deployment.md says binary columns are refused: all four binary types, and any type
+    that is not a number, text or a date, are refused from the schema alone."""
     values = {pa.types.is_fixed_size_binary: [b"abcd", b"efgh"],
               pa.types.is_map: [[("k", 1)], [("k", 2)]]}
     sample = next((v for test, v in values.items() if test(kind)), None)

@@ -99,7 +99,8 @@ def test_widths_equal_mapie_where_the_rank_rules_agree(kind):
 
 def test_boosters_inside_mapie():
     """LightGBM quantile models given to a prefit CQR agree to 1e-12 (cpdecomp calls their own
-    predict); XGBoost to float32 rounding, since cpdecomp adds its leaves in float64 (README)."""
+    predict); XGBoost to float32 rounding, since cpdecomp adds its leaves in float64
+    (docs/analyst/own-model.md)."""
     import lightgbm
     import xgboost
 

@@ -140,8 +140,9 @@ with right:
 
 def crossing_warning(model: str, family: str, user_models: object) -> str | None:
     """Before Run: a family undefined where the quantile models cross, with straight-line
-    quantile models, stops on most resplits of several data sets (README: 4 of 5 of diabetes,
-    5 of 5 of rand_hie); say so, and what runs instead, while the choice can still change."""
+    quantile models, stops on most resplits of several data sets (docs/method.md: 4 of 5 of
+    diabetes, 5 of 5 of rand_hie); say so, and what runs instead, while the choice can still
+    change."""
     if user_models or model != "linear" or not FAMILIES[family].refuses_crossing:
         return None
     others = " or ".join(MODELS[k].label.lower() for k in MODELS if k != model)

@@ -24,6 +24,9 @@ FAMILIES: dict[str, Family] = {
         RangeScaledQuantile(),
     )
 }
+"""The conformal families by name, in menu order: `absolute`, `normalized`, `gamma`, `cqr` and
+`cqr-r`. Each is a `Family` (core/conformal/base.py): its score, how its width separates into a
+calibration term and an instance term, and what it refuses."""
 
 
 def get_family(name: str) -> Family:

@@ -41,6 +41,8 @@ from cpdecomp.core.models.user_model import UserModelPredictor
 from cpdecomp.core.models.xgboost_model import XGBOOST
 
 MODELS: dict[str, BaseModel] = {m.name: m for m in (GradientBoosting(), RandomForest(), Linear())}
+"""The models cpdecomp fits itself (`--model`, Setup's Model): `gbm` (histogram gradient
+boosting), `rf` (random forest) and `linear` (least squares), all seeded."""
 
 
 MODEL_KINDS: dict[str, ModelKind] = {

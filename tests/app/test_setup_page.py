@@ -68,7 +68,8 @@ def test_every_offered_method_runs_and_keeps_its_budget_in_range() -> None:
 
 
 def test_the_default_setup_runs_on_the_sample() -> None:
-    """What the README's first open shows: gradient boosting, automatic background, exact."""
+    """What the dashboard's first open shows (docs/clinician.md): gradient boosting, automatic
+    background, exact."""
     at = new_app()
     at.switch_page("views/setup.py").run()
     at.button(key="run").click().run(timeout=120)
