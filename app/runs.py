@@ -197,6 +197,8 @@ def fitted_study(digest: str, options: StudyOptions, _dataset: Dataset) -> Study
 STAGES = ("Fitting the model components", "Computing the calibration game",
           "Explaining every patient")
 WAITING = "Being computed by another session; waiting for its results"
+STAGE_NAMES = ("fit", "calibration", "explain")
+"""STAGES as the server's log names them."""
 
 
 def shown_record(config: RunConfig, report: Report, units: str) -> Shown:
@@ -463,6 +465,11 @@ class RunJob:
         try:
             with cancellable(self._should_stop):
                 self.timings = compute(self.config, self.dataset, self._progress, keep)
+            # Durations only: what an operator compares after a restart (the caches on /data
+            # make its first Run as fast as a warm one; docs/benchmarks/container.md).
+            logger.info("run.done %s", " ".join(
+                f"{name}_s={self.timings.get(stage, 0.0):.2f}"
+                for name, stage in zip(STAGE_NAMES, STAGES, strict=True)))
         except Cancelled:
             self.cancelled = True
         except CpdecompError as error:

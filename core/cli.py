@@ -719,8 +719,9 @@ def run_cache(args: argparse.Namespace, console: Console) -> str:
             f"used go first), in {cache.directory}")
 
 
-DASHBOARD = Path(__file__).resolve().parents[1] / "app" / "main.py"
-"""The dashboard's entry file, in the installed package or the checkout alike."""
+DASHBOARD = Path(__file__).resolve().parents[1] / "app" / "server.py"
+"""The dashboard's server (app/main.py behind the start-up check and two endpoints kept to the
+machine), in the installed package or the checkout alike."""
 DASHBOARD_SETTINGS = DASHBOARD.with_name("streamlit.toml")
 """The dashboard's hospital defaults (no usage statistics, no error details, ...)."""
 
@@ -737,7 +738,16 @@ def streamlit_environment(settings: Path, environ: Mapping[str, str]) -> dict[st
         for key, value in keys.items():
             env.setdefault(streamlit_variable(f"{section}_{key}"),
                            str(value).lower() if isinstance(value, bool) else str(value))
+    for variable in LIST_VARIABLES:
+        if variable in env:
+            env[variable] = " ".join(re.split(r"[\s,]+", env[variable].strip()))
     return env
+
+
+LIST_VARIABLES = ("STREAMLIT_SERVER_ALLOWED_HOSTS", "STREAMLIT_SERVER_CORS_ALLOWED_ORIGINS")
+"""Streamlit's list settings given in the environment: Streamlit splits them at spaces only, so
+`a.example,b.example` was one host name that matched nothing and refused every connection; a
+comma list is accepted too."""
 
 
 def streamlit_variable(option: str) -> str:

@@ -74,22 +74,33 @@ NOT_RUN = [
     NotRun(r"docker build -t cpdecomp \.",
            "the online build: needs Docker and a registry, and CI reaches no registry",
            "tests/test_container.py lints the Dockerfile (hadolint) and holds its policy"),
-    NotRun(r'python3\.11 -m pip wheel "\.\[app,postgres,shap\]" "setuptools>=69" wheel '
-           r"-w wheelhouse",
+    NotRun(r"python3\.11 -m pip download --only-binary=:all: --require-hashes -d wheelhouse +"
+           r"-r requirements/image\.lock -r requirements/tools\.lock",
            "the air-gapped build's wheels (the network, minutes)",
-           ".ci/container.sh makes the same wheels for CI's image"),
+           ".ci/container.sh runs this very line (tests/deployment_doc.py reads it)"),
     NotRun(r"mmdebstrap --variant=minbase --include=python3,python3-venv,libgomp1 bookworm "
-           r"base\.tar",
+           r"base\.tar .*",
            "the air-gapped build's Debian base (root, minutes)",
-           ".ci/container.sh makes the same base with mmdebstrap"),
+           ".ci/container.sh runs this very line (while its cached base is under a week old, "
+           "it reuses that)"),
     NotRun(r"docker import base\.tar cpdecomp-base",
-           "the air-gapped build, with Docker", ".ci/container.sh does it with podman import"),
-    NotRun(r"docker build --network none --build-arg BASE_IMAGE=cpdecomp-base -t cpdecomp \.",
            "the air-gapped build, with Docker",
-           ".ci/container.sh does it with podman build --network none"),
+           ".ci/container.sh runs this very line with podman for docker"),
+    NotRun(r"docker build --network none --build-arg BASE_IMAGE=cpdecomp-base .* -t cpdecomp \.",
+           "the air-gapped build, with Docker",
+           ".ci/container.sh runs this very line with podman for docker"),
+    NotRun(r"docker run --rm --network none --entrypoint cat cpdecomp "
+           r"/opt/cpdecomp/sbom\.cdx\.json > cpdecomp\.cdx\.json",
+           "the image's SBOM, with Docker",
+           ".ci/container.sh runs this very line; tests/test_container.py::"
+           "test_image_carries_its_labels_its_sbom_and_no_pip checks what it wrote"),
+    NotRun(r"bash requirements/refresh\.sh",
+           "rewrites the lock files from PyPI (the network, minutes)",
+           "tests/test_container.py::"
+           "test_the_lock_pins_everything_pyproject_asks_for_within_its_ranges"),
     NotRun(r"docker run -d --name cpdecomp .* cpdecomp",
            "runs the hospital container",
-           "tests/test_container.py runs this very line with podman (readme_run_line)"),
+           "tests/test_container.py runs this very line with podman (deployment_doc.run_line)"),
 ]
 
 

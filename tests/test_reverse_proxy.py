@@ -7,7 +7,8 @@ plain HTTP redirects to HTTPS, an upload larger than the cap gets 413 from nginx
 byte reaches the dashboard, and chromium refuses to show the proxied dashboard in a frame of
 another page (clickjacking), which it does show when framed straight from Streamlit. A
 download works through the proxy for the session that made it; its URL without the session's
-cookie is refused by nginx itself, and no /media URL reaches the access log.
+cookie is refused by nginx itself, and no /media URL reaches the access log. nginx names no
+version of itself, and refuses the app's script check (the container's own probe).
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ def test_dashboard_through_the_documented_nginx_site(tools, tmp_path):
                     assert time.monotonic() < deadline, "nginx did not start"
                     time.sleep(0.2)
             assert health.status == 200
+            assert health.getheader("Server") == "nginx"  # server_tokens off: no version
             assert "max-age" in (health.getheader("Strict-Transport-Security") or "")
             page = request(https_port, "GET", "/")
             assert page.getheader("X-Frame-Options") == "DENY"
@@ -170,6 +172,8 @@ def test_dashboard_through_the_documented_nginx_site(tools, tmp_path):
             assert redirect.getheader("Location") == f"https://{name}/"
 
             assert request(https_port, "GET", "/_stcore/metrics").status == 403
+            refused = request(https_port, "GET", "/_stcore/script-health-check")
+            assert refused.status == 403 and b"nginx/" not in refused.body
             # The dashboard itself does answer metrics: only the proxy keeps them in.
             assert request(upstream, "GET", "/_stcore/metrics", tls=False).status == 200
 
