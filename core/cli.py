@@ -442,6 +442,15 @@ def study_options(args: argparse.Namespace) -> tuple[StudyOptions, float]:
     return options, alpha
 
 
+def training_files(args: argparse.Namespace, ids: list[str], limits: TableLimits
+                   ) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """The --train and --calibration tables (both or neither: study_options checked it)."""
+    if not args.train:
+        return None, None
+    return (load_table(args.train, text_columns=ids, limits=limits),
+            load_table(args.calibration, text_columns=ids, limits=limits))
+
+
 def run_explain(args: argparse.Namespace, console: Console) -> str:
     started = time.perf_counter()
     options, alpha = study_options(args)
@@ -455,10 +464,7 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
     models = model_files(args.model_file)  # refused before any table is read
     ids = [args.id_column] if args.id_column else []
     limits = table_limits(args)
-    train = calibration = None
-    if args.train:
-        train = load_table(args.train, text_columns=ids, limits=limits)
-        calibration = load_table(args.calibration, text_columns=ids, limits=limits)
+    train, calibration = training_files(args, ids, limits)
     data = None
     if not (train is not None and calibration is not None and args.data != STDIN):
         data = read_data(args.data, ids, limits)
@@ -561,10 +567,7 @@ def run_compare(args: argparse.Namespace, console: Console) -> str:
     models = model_files(args.model_file)  # refused before any table is read
     ids = [args.id_column] if args.id_column else []
     limits = table_limits(args)
-    train = calibration = None
-    if args.train:
-        train = load_table(args.train, text_columns=ids, limits=limits)
-        calibration = load_table(args.calibration, text_columns=ids, limits=limits)
+    train, calibration = training_files(args, ids, limits)
     own = OWN_SET if args.calibration is None else Path(args.calibration).stem
     names = set_names([own, *args.against])
     against = {name: load_table(path, text_columns=ids, limits=limits)
