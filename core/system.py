@@ -20,9 +20,9 @@ from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.games.cache import content_digest, versions_digest
 from cpdecomp.core.models import (
     Component,
-    ModelKind,
     FunctionPredictor,
     MeanPredictor,
+    ModelKind,
     UserModelPredictor,
     difficulty_component,
     fit_components,
