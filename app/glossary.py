@@ -46,7 +46,9 @@ GLOSSARY = {
                           "e.g. 90 %.",
     "Calibration set": "Patients held aside whose prediction errors set the interval's size.",
     "Calibration-driven part": "What a feature does to the width through the calibration set; "
-                               "the same for every patient in the additive families.",
+                               "the same for every patient in log units and in the absolute "
+                               "and CQR families; in width units of the other families it is "
+                               "scaled by each patient's width.",
     "Instance-driven part": "What this patient's own value of a feature does to the width.",
     "Total": "Calibration-driven + instance-driven: the usual single explanation.",
     "Featureless width": "The width for a patient about whom nothing is known.",

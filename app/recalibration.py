@@ -194,21 +194,9 @@ def coverage_frame(comparison: Comparison) -> pd.DataFrame:
             "rows": "this run's patients" if record.rows == "patients" else record.rows,
             "n": record.n, "covered": record.covered, "coverage": 100 * record.rate,
             "range": f"{100 * low:.1f} to {100 * high:.1f}" if np.isfinite(low) else "n/a",
-            "reading": coverage_word(low, high, aim),
+            "reading": summaries.coverage_word(low, high, aim),
         })
     return pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
-
-
-def coverage_word(low: float, high: float, aim: float) -> str:
-    """Whether a coverage's 95 % range says the intervals are too narrow or too wide for
-    these rows, or are as aimed."""
-    if not np.isfinite(low):
-        return ""
-    if high < aim:
-        return f"too narrow (below {aim:.0%})"
-    if low > aim:
-        return f"wider than needed (above {aim:.0%})"
-    return "as aimed"
 
 
 def coverage_table(comparison: Comparison) -> str:
@@ -338,7 +326,7 @@ def coverage_sentence(comparison: Comparison, name: str) -> str | None:
         return None
     record = found.iloc[0]
     low, high = summaries.binomial_interval(int(record["covered"]), int(record["n"]))
-    word = coverage_word(low, high, 1 - comparison.alpha)
+    word = summaries.coverage_word(low, high, 1 - comparison.alpha)
     if word in ("", "as aimed"):
         return None
     return (f"Checked on {name}'s own rows, the intervals from {comparison.reference} hold "

@@ -20,6 +20,7 @@ from cpdecomp import FAMILIES, Report
 from cpdecomp.app import summaries
 from cpdecomp.app.charts import feature_order
 from cpdecomp.core.bounded import BoundedCache
+from cpdecomp.core.coverage import WidthGroup, coverage_by_width
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,6 +120,8 @@ class Cohort:
     comparable widths and the calibration-driven vector it draws."""
 
     coverage: summaries.Coverage
+    by_width: list[WidthGroup]
+    """Coverage by width group (tenths), narrowest first; empty without enough outcomes."""
     widths: np.ndarray
     """The comparable widths (near-ties made ties): the histogram's and the flags' widths."""
     tied: bool
@@ -148,6 +151,7 @@ def cohort_summary(shown: Shown) -> Cohort:
     return Cohort(
         coverage=summaries.interval_coverage(shown.targets, shown.lower, shown.upper,
                                              shown.alpha),
+        by_width=coverage_by_width(shown.width, shown.lower, shown.upper, shown.targets),
         widths=widths, tied=summaries.widths_tied(shown.width),
         wider=float(np.mean(widths > shown.base_width * (1 + summaries.WIDTH_TIE))),
         one_vector=one_vector, vector=vector, order=order, disagreement=disagreement)

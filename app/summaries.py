@@ -5,7 +5,7 @@ Everything here rearranges or counts numbers that core computed; no attribution 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -14,6 +14,7 @@ import pandas as pd
 
 from cpdecomp import Report
 from cpdecomp.app.reviews import ReviewEvent
+from cpdecomp.core.coverage import SHARE_NAMES, WidthGroup, binomial_range
 from cpdecomp.core.decomposition import Decomposition
 
 ZERO_SHARE = 1e-9
@@ -344,14 +345,43 @@ def subgroup_labels(values: pd.Series) -> pd.Series:
 
 def binomial_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Clopper-Pearson (exact) interval for a proportion: never narrower than nominal."""
-    from scipy.stats import beta
+    return binomial_range(successes, n, level)
 
-    if n == 0:
-        return float("nan"), float("nan")
-    tail = (1 - level) / 2
-    low = 0.0 if successes == 0 else float(beta.ppf(tail, successes, n - successes + 1))
-    high = 1.0 if successes == n else float(beta.ppf(1 - tail, successes + 1, n - successes))
-    return low, high
+
+def coverage_word(low: float, high: float, aim: float) -> str:
+    """Whether a coverage's 95 % range says the intervals are too narrow or too wide for
+    these rows, or are as aimed."""
+    if not np.isfinite(low):
+        return ""
+    if high < aim:
+        return f"too narrow (below {aim:.0%})"
+    if low > aim:
+        return f"wider than needed (above {aim:.0%})"
+    return "as aimed"
+
+
+def width_group_name(group: WidthGroup) -> str:
+    """'narrowest tenth', '2nd tenth', ..., 'widest tenth' (fifths, ... on fewer rows)."""
+    share = SHARE_NAMES.get(group.of, f"1/{group.of}")
+    if group.group == 1:
+        return f"narrowest {share}"
+    if group.group == group.of:
+        return f"widest {share}"
+    suffix = {2: "nd", 3: "rd"}.get(group.group, "th")
+    return f"{group.group}{suffix} {share}"
+
+
+def width_coverage_frame(groups: Sequence[WidthGroup], aim: float,
+                         number: Callable[[float], str]) -> pd.DataFrame:
+    """Coverage by width group for people: which intervals, their widths (rounded by
+    `number`), the rows checked, coverage % with its 95 % range, and the reading."""
+    return pd.DataFrame([{
+        "intervals": width_group_name(g),
+        "widths": f"{number(g.width_low)} to {number(g.width_high)}",
+        "n": g.n, "coverage": 100 * g.coverage,
+        "range": f"{100 * g.coverage_low:.0f} to {100 * g.coverage_high:.0f}",
+        "reading": coverage_word(g.coverage_low, g.coverage_high, aim),
+    } for g in groups], columns=["intervals", "widths", "n", "coverage", "range", "reading"])
 
 
 def subgroup_summary(report: Report, feature: str) -> pd.DataFrame:

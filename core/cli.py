@@ -380,6 +380,11 @@ class Console:
             print(f"cpdecomp: [{time.perf_counter() - self.started:7.1f} s] {message}",
                   file=sys.stderr, flush=True)
 
+    def warn(self, message: str) -> None:
+        """A finding the reader of the result should not miss (not shown with --quiet)."""
+        if not self.quiet:
+            print(f"cpdecomp: warning: {message}", file=sys.stderr, flush=True)
+
     def progress(self, label: str) -> RunProgress:
         return RunProgress(label, stream=sys.stderr, mode="off" if self.quiet else "auto")
 
@@ -509,6 +514,8 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
                                      progress=progress.patients)
         # Streamed: each chunk is written as it is explained, so memory holds one chunk.
         meta = write_reports(reports, args.out, args.format)
+    if meta.get("coverage_by_width_warning"):
+        console.warn(meta["coverage_by_width_warning"])
     where = "standard output" if args.out == STDOUT else args.out
     return (
         f"explained {n_patients} patients x {len(meta['features'])} features "

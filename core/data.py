@@ -2,8 +2,12 @@
 `core.tables`).
 
 Every feature (an original column) is one player. Numeric columns stay as they are (NaN for
-missing); string columns become integer category codes (NaN for missing or unseen), so masking
-works on one float matrix whatever the column types, and the models expand codes as they need.
+missing); string columns become integer category codes (NaN for missing), so masking works on
+one float matrix whatever the column types, and the models expand codes as they need. The
+categories are those of the training rows, plus those a user's fitted model was fitted with
+(a rare level can be missing from the rows given as the background pool). A category outside
+them is read as missing for the built-in models, and refused for a user's model (its own rule
+for an unknown level is not "missing": XGBoost's, for one, is not).
 
 Messages name rows and columns, never a cell's value: cells are patient data.
 """
@@ -12,8 +16,9 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -187,13 +192,25 @@ class FeatureKind:
         return self.categories is not None
 
 
+UnseenCategory = Literal["missing", "refuse"]
+
+
 class FeatureEncoder:
-    """Turns the chosen feature columns into one float matrix (category codes for strings)."""
+    """Turns the chosen feature columns into one float matrix (category codes for strings).
 
-    def __init__(self, features: Sequence[str]) -> None:
+    `unseen` says what a category outside the known ones becomes: missing (the built-in models
+    have a rule for missing values, learned in training), or a refusal naming the column and
+    rows (a user's model, whose own reading of an unknown level masking cannot reproduce).
+    """
+
+    def __init__(self, features: Sequence[str], unseen: UnseenCategory = "missing") -> None:
         self.features = tuple(features)
+        self.unseen = unseen
 
-    def fit(self, table: pd.DataFrame) -> FeatureEncoder:
+    def fit(self, table: pd.DataFrame,
+            levels: Mapping[str, Sequence[str]] | None = None) -> FeatureEncoder:
+        """Learn each column's kind from the training rows; `levels` adds, per text column, the
+        categories a fitted model knows (they get codes even where the rows lack them)."""
         kinds = []
         for name in self.features:
             column = table[name]
@@ -201,7 +218,7 @@ class FeatureEncoder:
                 raise CpdecompError(
                     f"feature {name!r} is entirely missing in the training rows; leave it out"
                 )
-            kinds.append(_feature_kind(name, column))
+            kinds.append(_feature_kind(name, column, (levels or {}).get(name, ())))
         self.kinds_ = tuple(kinds)
         return self
 
@@ -215,11 +232,30 @@ class FeatureEncoder:
             raise CpdecompError(f"feature {missing[0]!r} is not in the data")
         encoded = np.empty((len(table), len(self.features)), dtype=float)
         for j, kind in enumerate(self.kinds_):
-            encoded[:, j] = _encode_column(table[kind.name], kind)
+            column = table[kind.name]
+            encoded[:, j] = _encode_column(column, kind)
+            if self.unseen == "refuse" and kind.is_categorical:
+                _refuse_unseen(column, encoded[:, j], kind.name)
         return encoded
 
 
-def _feature_kind(name: str, column: pd.Series) -> FeatureKind:
+UNSEEN_LEVEL_FIX = (
+    "leave those cells empty (missing), or add rows with that category to the training rows "
+    "(the pool the background is drawn from)")
+
+
+def _refuse_unseen(column: pd.Series, codes: FloatArray, name: str) -> None:
+    """A present category that got no code: the model would see it as missing here, but as
+    itself in its own predict."""
+    unseen = np.flatnonzero(np.isnan(codes) & column.notna().to_numpy())
+    if len(unseen):
+        raise CpdecompError(
+            f"the column {name!r} has a category in {_cell_name(column, unseen)} that neither "
+            "the training rows nor the model's own categories hold, so the model would read it "
+            f"as missing; {UNSEEN_LEVEL_FIX}", reason="feature")
+
+
+def _feature_kind(name: str, column: pd.Series, known: Sequence[str] = ()) -> FeatureKind:
     if pd.api.types.is_bool_dtype(column) or pd.api.types.is_numeric_dtype(column):
         values = column.to_numpy(dtype=float, na_value=np.nan)
         if np.isinf(values).any():
@@ -234,23 +270,25 @@ def _feature_kind(name: str, column: pd.Series) -> FeatureKind:
     present = column.dropna()
     numbers = pd.to_numeric(present, errors="coerce")
     share_numeric = float(numbers.notna().mean()) if len(present) else 0.0
-    if share_numeric == 1.0:
+    if share_numeric == 1.0 and not known:
         return FeatureKind(name)  # numbers stored as text (e.g. a Parquet string column)
-    if share_numeric >= SHARE_NUMERIC_FOR_NUMBERS:
+    if SHARE_NUMERIC_FOR_NUMBERS <= share_numeric < 1.0 and not known:
         bad = text_cells(column)
         raise CpdecompError(
             f"feature {name!r} is numeric, but it has text in {_cell_name(column, bad)}; "
             "fix those cells or leave them empty (missing)", reason="feature")
-    categories = tuple(sorted({str(v) for v in present}))
-    if len(present) >= MIN_ROWS_FOR_IDENTIFIER and len(categories) == len(present):
+    seen = {str(v) for v in present}
+    if len(present) >= MIN_ROWS_FOR_IDENTIFIER and len(seen) == len(present):
         raise CpdecompError(
             f"feature {name!r} has a different text value on every row, like an identifier; "
             "pass it as --id-column or leave it out with --features"
         )
+    categories = tuple(sorted(seen | set(known)))
     if len(categories) > MAX_CATEGORIES:
+        whose = " (with the model's own)" if len(seen) <= MAX_CATEGORIES else ""
         raise CpdecompError(
-            f"feature {name!r} has {len(categories)} distinct text values, which looks like an "
-            "identifier; pass it as --id-column or leave it out with --features"
+            f"feature {name!r} has {len(categories)} distinct text values{whose}, which looks "
+            "like an identifier; pass it as --id-column or leave it out with --features"
         )
     return FeatureKind(name, categories)
 
@@ -267,7 +305,7 @@ def _encode_column(column: pd.Series, kind: FeatureKind) -> FloatArray:
                 f"{_cell_name(column, bad)}", reason="feature")
         return numbers.to_numpy(dtype=float, na_value=np.nan)
     lookup = {category: float(code) for code, category in enumerate(kind.categories or ())}
-    # Unseen categories are treated as missing: the models have a rule for missing values.
+    # Unseen categories are NaN here; FeatureEncoder.unseen says whether that stands.
     return np.array(
         [lookup.get(str(v), np.nan) if not is_missing(v) else np.nan for v in column],
         dtype=float,

@@ -24,7 +24,7 @@ from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.interop import optional_parts, tidy_frame
 from cpdecomp.core.missing import is_missing
 from cpdecomp.core.versions import library_versions
-from cpdecomp.core.workflow import Report, joined_meta
+from cpdecomp.core.workflow import CohortTally, Report
 
 if TYPE_CHECKING:
     from cpdecomp.core.recalibration import Comparison
@@ -36,7 +36,7 @@ FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "jso
 STDOUT = "-"
 """`--out -`: standard output, in the format `--format` names (there is no extension)."""
 
-FORMAT_VERSION = "1.3"
+FORMAT_VERSION = "1.4"
 """The JSON output's layout (meta.format_version). The minor number grows when fields are
 added, the major number when a field changes meaning or goes: a reader checks the major one.
 The layout is core/schema/explanation.schema.json."""
@@ -274,19 +274,20 @@ def _copy_to(source: BinaryIO, target: BinaryIO) -> None:
 
 
 def _write_csv(reports: Iterable[Report], temporary: str) -> dict:
-    metas: list[dict] = []
+    tally = CohortTally()
     with open(temporary, "w", encoding="utf-8", newline="") as out:
         for report in reports:
-            tidy_frame(report).to_csv(out, index=False, header=not metas, float_format="%.17g")
-            metas.append(report.meta)
-    return _joined(metas)
+            tidy_frame(report).to_csv(out, index=False, header=not tally.metas,
+                                      float_format="%.17g")
+            tally.add(report)
+    return tally.meta()
 
 
 def _write_parquet(reports: Iterable[Report], temporary: str) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    metas: list[dict] = []
+    tally = CohortTally()
     writer = None
     try:
         for report in reports:
@@ -298,16 +299,16 @@ def _write_parquet(reports: Iterable[Report], temporary: str) -> dict:
             if writer is None:
                 writer = pq.ParquetWriter(temporary, table.schema)
             writer.write_table(table.cast(writer.schema))
-            metas.append(report.meta)
+            tally.add(report)
     finally:
         if writer is not None:
             writer.close()
-    return _joined(metas)
+    return tally.meta()
 
 
 def _write_json(reports: Iterable[Report], temporary: str) -> dict:
     # json.dump's own separators, so the file equals json.dump of the joined document.
-    metas: list[dict] = []
+    tally = CohortTally()
     with tempfile.TemporaryFile("w+", encoding="utf-8") as side:
         separator = ""
         for report in reports:
@@ -315,8 +316,8 @@ def _write_json(reports: Iterable[Report], temporary: str) -> dict:
                 side.write(separator)
                 json.dump(record, side, ensure_ascii=False, allow_nan=False)
                 separator = ", "
-            metas.append(report.meta)
-        meta = _joined(metas)
+            tally.add(report)
+        meta = tally.meta()
         side.seek(0)
         with open(temporary, "w", encoding="utf-8") as out:
             out.write('{"meta": ')
@@ -325,12 +326,6 @@ def _write_json(reports: Iterable[Report], temporary: str) -> dict:
             shutil.copyfileobj(side, out)
             out.write("]}")
     return meta
-
-
-def _joined(metas: list[dict]) -> dict:
-    if not metas:
-        raise CpdecompError("there are no patients to explain")
-    return joined_meta(metas)
 
 
 WRITERS: dict[str, Callable[[Iterable[Report], str], dict]] = {

@@ -22,6 +22,7 @@ from cpdecomp.core.models import (
     Component,
     FunctionPredictor,
     MeanPredictor,
+    ModelKind,
     UserModelPredictor,
     difficulty_component,
     fit_components,
@@ -315,6 +316,33 @@ SIGMA_WARNING = (
 )
 
 
+def model_encoder(names: Sequence[str], training_table: pd.DataFrame,
+                  models: Mapping[str, tuple[object, ModelKind]]) -> FeatureEncoder:
+    """The encoder for users' models: the training rows' categories and the models' own.
+
+    A model knows the categories it was fitted with, and the rows given as the pool may lack a
+    rare one; without a code it would reach the model as missing, and the prediction, q-hat and
+    the parts would move with no warning. A category neither knows is refused when encoding.
+    """
+    levels: dict[str, set[str]] = {}
+    for component, (model, kind) in models.items():
+        for j, known in (kind.categories(model) or {}).items():
+            name = names[j]
+            if not known and _is_text(training_table[name]):
+                raise CpdecompError(
+                    f"the {component} model ({kind.label}) reads the column {name!r} as "
+                    "categories by their codes, without their names (an XGBoost model saved "
+                    "before 3.1, say), so which code is which category cannot be told; refit "
+                    "it on the text column as pandas categories with a current version")
+            levels.setdefault(name, set()).update(known)
+    return FeatureEncoder(names, unseen="refuse").fit(
+        training_table, {name: sorted(known) for name, known in levels.items()})
+
+
+def _is_text(column: pd.Series) -> bool:
+    return not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column))
+
+
 def system_from_models(family: str, models: Mapping[str, object], training_table: pd.DataFrame,
                        target: str | None = None, features: Sequence[str] | None = None,
                        floors: Mapping[str, float] | None = None, seed: int = 0) -> FittedSystem:
@@ -348,18 +376,21 @@ def system_from_models(family: str, models: Mapping[str, object], training_table
         c for c in training_table.columns if c != target]
     if target is not None and target in names:
         raise CpdecompError(f"the target {target!r} cannot also be a feature")
-    encoder = FeatureEncoder(names).fit(training_table)
-    rows = encoder.transform(training_table)
-    decoder = TableDecoder(encoder.kinds_)
-    floors = floors or {}
-    components: dict[str, Component] = {}
+    kinds = {name: model_kind(model) for name, model in given.items()}
     for name, model in given.items():
-        kind = model_kind(model)
+        kind = kinds[name]
         check_model_columns(kind.feature_names(model), [kind.spelled(n) for n in names], name)
         n_columns = kind.n_features(model)
         if n_columns is not None and n_columns != len(names):
             raise CpdecompError(f"the {name} model reads {n_columns} columns; the training table "
                                 f"has {len(names)} feature columns: {', '.join(map(repr, names))}")
+    encoder = model_encoder(names, training_table, {n: (given[n], kinds[n]) for n in given})
+    rows = encoder.transform(training_table)
+    decoder = TableDecoder(encoder.kinds_)
+    floors = floors or {}
+    components: dict[str, Component] = {}
+    for name, model in given.items():
+        kind = kinds[name]
         component = Component(name, wrap_user_model(model, kind, decoder),
                               floor=floors.get(name))
         try:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from cpdecomp.core.attribution.groups import Groups
 from cpdecomp.core.conformal import conformal_rank
+from cpdecomp.core.coverage import coverage_by_width, undercoverage_warning, width_group_records
 from cpdecomp.core.data import ColumnChoice, choose_columns, split_rows, target_values
 from cpdecomp.core.decomposition import Units, check_units, in_units
 from cpdecomp.core.errors import CpdecompError
@@ -170,7 +171,8 @@ class Study:
                 patient_ids=[self.patient_ids[i] for i in chunk],
                 feature_values=self._player_values(self.patients.iloc[chunk], players),
                 targets=targets,
-                meta=self._meta(explanation, units),
+                meta={**self._meta(explanation, units),
+                      **coverage_meta([explanation], None if targets is None else [targets])},
             )
 
     def compare(self, against: Mapping[str, pd.DataFrame | ConformalSystem] | None = None, *,
@@ -284,9 +286,56 @@ ERRORS = ("additivity_error", "efficiency_error")
 """Meta fields that are a maximum over patients: over chunks, the maximum of the chunks'."""
 
 
-def joined_meta(metas: Sequence[dict]) -> dict:
-    """The meta of a cohort explained in chunks: the first chunk's, with the errors maxed."""
-    return {**metas[0], **{key: max(m[key] for m in metas) for key in ERRORS}}
+def joined_meta(metas: Sequence[dict], cohort: dict | None = None) -> dict:
+    """The meta of a cohort explained in chunks: the first chunk's, with the errors maxed and
+    `cohort`'s fields (coverage_meta of every chunk) in place of the first chunk's own."""
+    return {**metas[0], **{key: max(m[key] for m in metas) for key in ERRORS},
+            **(cohort or {})}
+
+
+def coverage_meta(explanations: Sequence[Explanation],
+                  targets: Sequence[np.ndarray] | None) -> dict:
+    """Coverage by width group over the patients of all the chunks (core.coverage): a
+    cohort's tenths, so never computed chunk by chunk."""
+    tally = CohortTally()
+    for e, y in zip(explanations, targets or [None] * len(explanations), strict=True):
+        tally.add_intervals(e, y)
+    return tally.coverage()
+
+
+class CohortTally:
+    """What a streaming writer keeps of each chunk for the cohort's meta: the intervals and
+    targets (four numbers a patient), not the parts."""
+
+    def __init__(self) -> None:
+        self.metas: list[dict] = []
+        self.intervals: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.targets: list[np.ndarray] | None = []
+        self.alpha = 0.1
+
+    def add_intervals(self, e: Explanation, targets: np.ndarray | None) -> None:
+        self.intervals.append((e.width, e.lower, e.upper))
+        self.alpha = e.alpha
+        if targets is None or self.targets is None:
+            self.targets = None
+        else:
+            self.targets.append(targets)
+
+    def add(self, report: Report) -> None:
+        self.metas.append(report.meta)
+        self.add_intervals(report.explanation, report.targets)
+
+    def coverage(self) -> dict:
+        width, lower, upper = (np.concatenate(part) for part in zip(*self.intervals, strict=True))
+        y = None if self.targets is None else np.concatenate(self.targets)
+        groups = coverage_by_width(width, lower, upper, y)
+        return {"coverage_by_width": width_group_records(groups),
+                "coverage_by_width_warning": undercoverage_warning(groups, 1 - self.alpha)}
+
+    def meta(self) -> dict:
+        if not self.metas:
+            raise CpdecompError("there are no patients to explain")
+        return joined_meta(self.metas, self.coverage())
 
 
 def join_reports(parts: Sequence[Report]) -> Report:
@@ -296,7 +345,9 @@ def join_reports(parts: Sequence[Report]) -> Report:
         patient_ids=[i for p in parts for i in p.patient_ids],
         feature_values=pd.concat([p.feature_values for p in parts], ignore_index=True),
         targets=None if parts[0].targets is None else np.concatenate([p.targets for p in parts]),
-        meta=joined_meta([p.meta for p in parts]),
+        meta=joined_meta([p.meta for p in parts], coverage_meta(
+            [p.explanation for p in parts],
+            None if parts[0].targets is None else [p.targets for p in parts])),
     )
 
 

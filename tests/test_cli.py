@@ -557,7 +557,9 @@ def test_console_script_runs_end_to_end(tmp_path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    *progress, summary = done.stderr.strip().splitlines()
+    lines = done.stderr.strip().splitlines()
+    # a finding about the result (the narrowest intervals under-covered) comes as a warning
+    *progress, summary = [line for line in lines if not line.startswith("cpdecomp: warning: ")]
     # the first tick, then (111 patients are one chunk) the end; a heartbeat on a slow machine
     assert 1 <= len(progress) <= 4, progress
     assert all(line.startswith("explaining: ") for line in progress), progress

@@ -275,7 +275,9 @@ def test_a_cohort_of_several_chunks_reports_in_order_and_ends_at_every_patient(t
     done = run_process("explain", str(data), "--target", "y", *FAST, "--out", str(out))
     assert done.returncode == 0, done.stderr
     patients = n // 4
-    *progress, summary = done.stderr.decode().strip().splitlines()
+    lines = done.stderr.decode().strip().splitlines()
+    # a finding about the result (the narrowest intervals under-covered) comes as a warning
+    *progress, summary = [line for line in lines if not line.startswith("cpdecomp: warning: ")]
     assert progress and all(line.startswith("explaining: ") for line in progress), progress
     # a run expected to take more than a few seconds says so, and a slow start says it is
     # preparing (this one may, or not, by the machine's speed)

@@ -265,3 +265,13 @@ def test_tiny_reproduction_runs_end_to_end(tmp_path, monkeypatch):
 
     assert "CPDECOMP_CACHE_DIR" not in os.environ
     assert result["config"] == "tiny"
+
+
+def test_width_coverage_counts_one_resplit_into_groups():
+    """experiments/width_coverage.py on one resplit: its groups are core's on that split."""
+    from experiments.width_coverage import resplit_rows, summarise
+
+    rows = pd.DataFrame(resplit_rows("diabetes", "normalized", 0))
+    assert list(rows.group) == list(range(1, 6)) and rows.n.sum() == 111
+    table = summarise(rows)
+    assert table.loc[0, "narrowest pooled"] == f"{rows.covered[0]}/{rows.n[0]}"

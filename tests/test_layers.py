@@ -27,7 +27,7 @@ ABOVE = ("app", "experiments", "benchmarks", "sample_data", "streamlit")
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.typing", "core.errors", "core.coalitions", "core.parallel", "core.progress",
      "core.versions", "core.optional", "core.missing", "core.atomic", "core.bounded",
-     "core.cancel", "core.workers"),
+     "core.cancel", "core.workers", "core.coverage"),
     ("core.tables", "core.data", "core.model_files", "core.conformal", "core.models",
      "core.attribution"),
     ("core.games",),

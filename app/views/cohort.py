@@ -5,9 +5,19 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from cpdecomp.app import cases, charts, glossary, planning, state, summaries, widgets
+from cpdecomp.app import (
+    cases,
+    charts,
+    glossary,
+    html_charts,
+    planning,
+    state,
+    summaries,
+    widgets,
+)
 from cpdecomp.app.text import markdown_text, people_number, table_format
 from cpdecomp.app.views import interactions
+from cpdecomp.core.coverage import narrowest_undercovered
 
 st.title("Cohort")
 results = widgets.require_results()
@@ -50,6 +60,50 @@ if cover.n:
     st.caption(f"Coverage is checked on {cover.n} held-out rows (not used to fit or calibrate); "
                f"split conformal guarantees at least {cover.target:.0%} on average over "
                "calibration sets, so a small shortfall on few rows is expected noise.")
+
+WIDTH_COVERAGE_COLUMNS = {
+    "intervals": html_charts.Column("intervals", "Patients with an observed outcome, in equal "
+                                    "groups by the width of their interval."),
+    "widths": html_charts.Column("widths", f"The group's narrowest to widest interval, in "
+                                 f"{units}."),
+    "n": html_charts.Column("patients", "Patients of the group with an observed outcome.",
+                            decimals=0),
+    "coverage": html_charts.Column("coverage %", "Share whose outcome falls inside their "
+                                   "interval.", decimals=0),
+    "range": html_charts.Column("95% range", "Exact binomial 95% range of the coverage, in %."),
+    "reading": html_charts.Column("reading"),
+}
+
+
+def coverage_by_width() -> None:
+    """Coverage per tenth of the intervals by width, and a warning when the narrowest are
+    covered less often than promised (a difficulty model too sure of some patients)."""
+    groups = summary.by_width
+    if not groups:
+        return
+    narrow = narrowest_undercovered(groups, cover.target)
+    if narrow is not None:
+        name = summaries.width_group_name(narrow)
+        st.warning(
+            f"The patients the model looks surest about are covered less often than promised: "
+            f"for the {name} of intervals the outcome fell inside for {narrow.coverage:.0%} of "
+            f"{narrow.n} patients (95% range {narrow.coverage_low:.0%} to "
+            f"{narrow.coverage_high:.0%}), not {cover.target:.0%}. Read these narrow "
+            "intervals as too narrow: the model is surer about these patients than it should "
+            "be.")
+    with st.expander("Coverage by interval width", expanded=narrow is not None):
+        widgets.html_view(html_charts.table(
+            summaries.width_coverage_frame(groups, cover.target, num), WIDTH_COVERAGE_COLUMNS),
+            key="cohort_width_coverage")
+        st.caption(
+            f"The {cover.n} held-out patients with an observed outcome, in {groups[0].of} equal "
+            "groups from the narrowest intervals to the widest. The guarantee of "
+            f"{cover.target:.0%} holds on average over all patients, not group by group; a "
+            "group is called too narrow only when its whole 95% range lies below "
+            f"{cover.target:.0%}.")
+
+
+coverage_by_width()
 
 tied = summary.tied
 if not e.has_instance_part:

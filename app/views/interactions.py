@@ -14,7 +14,13 @@ import streamlit as st
 
 from cpdecomp.app import charts, widgets
 from cpdecomp.app.state import Results
-from cpdecomp.app.text import decimals_for, markdown_text, plotly_text, table_format
+from cpdecomp.app.text import (
+    decimals_for,
+    markdown_text,
+    people_number,
+    plotly_text,
+    table_format,
+)
 from cpdecomp.core.attribution import MAX_EXACT_PLAYERS, METHOD_LABELS
 from cpdecomp.core.interactions import VIEWS, Interactions
 
@@ -51,6 +57,23 @@ def computed(results: Results) -> Interactions:
         kept = (key, value)
         st.session_state["_interactions"] = kept
     return kept[1]
+
+
+def calibration_sentence(interactions: Interactions) -> str:
+    """What the calibration-driven joint effects are across patients, true in these units: one
+    value per pair on the family's additive scale, scaled by each patient's own width factor in
+    width units of a multiplicative family (method page §6)."""
+    calibration = interactions.calibration
+    spread = float(np.nanmax(np.ptp(calibration, axis=0), initial=0.0)) if len(calibration) \
+        else 0.0
+    scale = max(float(np.nanmax(np.abs(calibration), initial=0.0)), 1e-300)
+    if spread <= 1e-9 * scale:
+        return ("The calibration-driven joint effect comes from the calibration set, so it is "
+                "the same for every patient.")
+    return ("The calibration-driven joint effect comes from the calibration set; in width "
+            "units it is scaled by each patient's own width, so it differs from patient to "
+            f"patient (by up to {people_number(spread, scale)} here) and the table shows its "
+            "average. In log units it is one value for every patient.")
 
 
 def pairs_table(interactions: Interactions, top: int = TOP_PAIRS) -> pd.DataFrame:
@@ -148,8 +171,7 @@ def render(results: Results) -> None:
                        f"{markdown_text(units)} (the size of the joint effect, averaged over "
                        "the patients, whatever its direction). 'Together they' says whether "
                        "the pair's joint effect on the total widens or narrows most patients' "
-                       "intervals. The calibration-driven joint effect comes from the "
-                       "calibration set, so it is the same for every patient.")
+                       "intervals. " + calibration_sentence(interactions))
             widgets.chart(heat_maps(interactions), key="interactions_heat")
             st.caption("Darker squares: pairs that act together more strongly. A feature with "
                        "itself is left blank; its own effect is in the bars above. For "

@@ -35,6 +35,12 @@ INVERSE_LINKS: dict[str, Callable[[FloatArray], FloatArray]] = {"log": np.exp}
 """The inverse of each link a predictor may declare. Poisson, gamma and Tweedie boosters (and
 GLMs) use the log link: their prediction is exp(raw margin)."""
 
+def text_levels(values: Any) -> tuple[str, ...]:
+    """The text categories among a model's fitted categories (missing markers and numbers are
+    not text categories: a numeric column keeps its values)."""
+    return tuple(str(v) for v in values if isinstance(v, str))
+
+
 def link_of(predictor: Predictor) -> str | None:
     """The link a predictor declares (None: its predict is already the response)."""
     return getattr(predictor, "link", None)
@@ -159,6 +165,11 @@ class ModelKind:
     objectives), or None when its prediction is a plain sum."""
     margin: Callable[[Any, pd.DataFrame], FloatArray] | None = None
     """The model's raw margin (its prediction on the link scale), for a model with a link."""
+    categories: Callable[[Any], dict[int, tuple[str, ...]] | None] = lambda model: None
+    """The text categories the model was fitted with, by the position of the raw column it
+    reads as categories (an empty tuple: categories without text names, e.g. numbers), {} when
+    it reads none, or None when it cannot tell: the background pool may lack a rare category,
+    and the encoder must still give it a code."""
 
 N_TREES = 100
 MAX_LEAVES = 31

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cpdecomp.core.models.base import ModelKind
+from cpdecomp.core.models.base import ModelKind, text_levels
 from cpdecomp.core.typing import FloatArray
 
 
@@ -32,6 +32,26 @@ def n_features(model: Any) -> int | None:
 def category_dtype(model: Any) -> str:
     """Text columns fitted as pandas categories are given as pandas categories again."""
     return "category" if booster(model).pandas_categorical else "object"
+
+
+def categories(model: Any) -> dict[int, tuple[str, ...]] | None:
+    """The text categories of the columns fitted as pandas categories.
+
+    `pandas_categorical` lists them for those columns in column order, without naming the
+    columns; the categorical features are those whose feature_infos hold values. When more
+    features are categorical (integer codes named in categorical_feature) the lists cannot be
+    placed: None.
+    """
+    raw = booster(model)
+    listed = raw.pandas_categorical or []
+    if not listed:
+        return {}
+    infos = raw.dump_model(num_iteration=1).get("feature_infos", {})
+    names = raw.feature_name()
+    categorical = [j for j, name in enumerate(names) if infos.get(name, {}).get("values")]
+    if len(categorical) != len(listed):
+        return None
+    return {j: text_levels(levels) for j, levels in zip(categorical, listed, strict=True)}
 
 
 LOG_LINKS = {"poisson", "tweedie", "gamma"}
@@ -64,5 +84,5 @@ LIGHTGBM = ModelKind(
           "codes or pandas categories); brute force for linear trees and rf boosting",
     recognises=recognises, feature_names=feature_names, n_features=n_features, call=call,
     category_dtype=category_dtype, spelled=lambda column: column.replace(" ", "_"),
-    link=link, margin=margin,
+    link=link, margin=margin, categories=categories,
 )

@@ -28,6 +28,8 @@ from sklearn.preprocessing import (
     StandardScaler,
 )
 
+from cpdecomp.core.models.base import text_levels
+
 MONOTONE = (StandardScaler, MinMaxScaler, MaxAbsScaler, RobustScaler)
 """Scalers with a positive scale: x -> (x - centre) / scale is non-decreasing, and so is its
 floating-point evaluation (correctly rounded subtraction and division are monotone)."""
@@ -120,6 +122,47 @@ def _column_transformer(transformer: ColumnTransformer, inputs: ColumnSources) -
     if -1 in source:
         raise _Unsupported
     return ColumnSources(tuple(source), tuple(monotone))
+
+
+def _collect_categories(transformer: Any, inputs: ColumnSources,
+                        found: dict[int, tuple[str, ...]]) -> ColumnSources:
+    """Record the text categories of every encoder whose inputs are raw columns (through
+    column-wise steps), and return the sources of the transformer's outputs."""
+    if isinstance(transformer, Pipeline):
+        for _, step in transformer.steps:
+            inputs = _collect_categories(step, inputs, found)
+        return inputs
+    if isinstance(transformer, ColumnTransformer):
+        indices = getattr(transformer, "_transformer_to_input_indices", None) or {}
+        for name, step, _ in getattr(transformer, "transformers_", []):
+            if step == "drop" or name not in indices:
+                continue
+            picked = [int(i) for i in indices[name]]
+            try:
+                _collect_categories(step, ColumnSources(
+                    tuple(inputs.source[i] for i in picked),
+                    tuple(inputs.monotone[i] for i in picked)), found)
+            except _Unsupported:
+                continue  # this branch's later steps cannot be traced; the others can
+        return _through(transformer, inputs)
+    if isinstance(transformer, OneHotEncoder | OrdinalEncoder):
+        seen = getattr(transformer, "categories_", None)
+        if seen is not None and len(seen) == len(inputs.source):
+            for source, levels in zip(inputs.source, seen, strict=True):
+                found[source] = tuple(sorted({*found.get(source, ()), *text_levels(levels)}))
+    return _through(transformer, inputs)
+
+
+def encoder_categories(preprocessing: Any, n_columns: int) -> dict[int, tuple[str, ...]]:
+    """The text categories the preprocessing's encoders (OneHotEncoder, OrdinalEncoder) were
+    fitted with, by raw column; columns reached only through other transformers are absent."""
+    found: dict[int, tuple[str, ...]] = {}
+    try:
+        _collect_categories(preprocessing,
+                            ColumnSources(tuple(range(n_columns)), (True,) * n_columns), found)
+    except _Unsupported:
+        pass  # encoders found before an untraceable step still count
+    return found
 
 
 def column_sources(preprocessing: Any, n_columns: int) -> ColumnSources | None:

@@ -27,7 +27,8 @@ from sklearn.tree import DecisionTreeRegressor, ExtraTreeRegressor
 
 import cpdecomp.core.models.lightgbm_model as lightgbm_model
 import cpdecomp.core.models.xgboost_model as xgboost_model
-from cpdecomp.core.models.base import ModelKind
+from cpdecomp.core.models.base import ModelKind, text_levels
+from cpdecomp.core.models.pipeline_columns import encoder_categories
 from cpdecomp.core.typing import FloatArray
 
 LOG_LINK_LOSSES = {"gamma", "poisson"}
@@ -99,6 +100,24 @@ def category_dtype(model: Any) -> str:
     return "object"
 
 
+def tree_categories(model: Any) -> dict[int, tuple[str, ...]]:
+    """A histogram boosting's text categories ('from_dtype'), read from its own encoder; the
+    other tree ensembles read numbers only."""
+    if not isinstance(model, HistGradientBoostingRegressor) or model._preprocessor is None:
+        return {}
+    encoder = model._preprocessor.named_transformers_["encoder"]
+    columns = np.flatnonzero(model.is_categorical_)
+    return {int(j): text_levels(seen) for j, seen in zip(columns, encoder.categories_,
+                                                         strict=True)}
+
+
+def pipeline_categories(pipeline: Pipeline) -> dict[int, tuple[str, ...]] | None:
+    """The text categories of a Pipeline's encoders (OneHotEncoder, OrdinalEncoder), by raw
+    column; None when it has no fitted column count to map them by."""
+    n = n_features(pipeline)
+    return None if n is None else encoder_categories(pipeline[:-1], n)
+
+
 def is_linear(model: Any) -> bool:
     coef = getattr(model, "coef_", None)
     return isinstance(model, LinearModel) and coef is not None and np.ndim(coef) == 1
@@ -114,7 +133,7 @@ PIPELINE = ModelKind(
           "transformers; brute force otherwise",
     recognises=lambda model: isinstance(model, Pipeline),
     feature_names=feature_names, n_features=n_features, call=call,
-    link=pipeline_link, margin=pipeline_margin,
+    link=pipeline_link, margin=pipeline_margin, categories=pipeline_categories,
 )
 TREES = ModelKind(
     name="sklearn-trees", label="scikit-learn tree ensemble", fast_path="tree tables",
@@ -125,7 +144,7 @@ TREES = ModelKind(
           "GradientBoosting with an estimator as init",
     recognises=lambda model: isinstance(model, TREE_ENSEMBLES),
     feature_names=feature_names, n_features=n_features, call=call, category_dtype=category_dtype,
-    link=tree_link, margin=tree_margin,
+    link=tree_link, margin=tree_margin, categories=tree_categories,
 )
 LINEAR = ModelKind(
     name="sklearn-linear", label="scikit-learn linear model", fast_path="closed form",
@@ -133,6 +152,7 @@ LINEAR = ModelKind(
           "quantile, Huber...); generalized linear models have a link: brute force",
     recognises=is_linear,
     feature_names=feature_names, n_features=n_features, call=call,
+    categories=lambda model: {},  # numbers only
 )
 ESTIMATOR = ModelKind(
     name="sklearn", label="scikit-learn estimator", fast_path="brute force",

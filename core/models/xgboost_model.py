@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cpdecomp.core.models.base import ModelKind
+from cpdecomp.core.models.base import ModelKind, text_levels
 from cpdecomp.core.optional import require
 from cpdecomp.core.typing import FloatArray
 
@@ -150,6 +150,31 @@ def _own_predict(model: Any, frame: pd.DataFrame, margin: bool) -> FloatArray:
     return np.asarray(model.inplace_predict(data, predict_type=kind), dtype=float)
 
 
+def _reads_categories(model: Any) -> bool:
+    return "c" in (booster(model).feature_types or ())
+
+
+def category_dtype(model: Any) -> str:
+    """A booster fitted with enable_categorical reads text columns as pandas categories."""
+    return "category" if _reads_categories(model) else "object"
+
+
+def categories(model: Any) -> dict[int, tuple[str, ...]] | None:
+    """The text categories a booster fitted with enable_categorical stores (XGBoost 3.1 and
+    later keep them in the model and re-code a frame's categories by value); None where an
+    older booster reads the frame's own category codes and keeps no names (a model saved by
+    one gives an empty tuple: no names to match)."""
+    if not _reads_categories(model):
+        return {}
+    stored = getattr(booster(model), "get_categories", None)
+    if stored is None:
+        return None
+    kinds = booster(model).feature_types
+    return {j: text_levels([] if levels is None else levels.to_pylist())
+            for j, (_, levels) in enumerate(stored(export_to_arrow=True).to_arrow())
+            if kinds[j] == "c"}
+
+
 def link(model: Any) -> str | None:
     config = json.loads(booster(model).save_config())
     return "log" if config["learner"]["objective"]["name"] in LOG_LINKS else None
@@ -166,5 +191,5 @@ XGBOOST = ModelKind(
           "objectives, dart, gblinear, categorical splits, several outputs or a non-NaN "
           "missing value",
     recognises=recognises, feature_names=feature_names, n_features=n_features, call=call,
-    link=link, margin=margin,
+    link=link, margin=margin, category_dtype=category_dtype, categories=categories,
 )

@@ -142,11 +142,28 @@ class _Table(HTMLParser):
             self._cell = None
 
 
-def shown_table(at: AppTest) -> pd.DataFrame:
-    """The page's HTML table (app/html_charts.table) as shown: its headers, and its cells as
-    text, or as numbers in a column whose every cell reads as one (a true minus sign read as
-    -); each header's help in `attrs["help"]`, the cells as text in `attrs["text"]`."""
-    pages = [h.proto.body for h in at.get("html") if 'class="cp-table"' in h.proto.body]
+def html_in(at: AppTest, key: str) -> list[str]:
+    """The HTML elements inside the container of that key (widgets.html_view's slot)."""
+    found: list[str] = []
+
+    def walk(node, inside: bool) -> None:
+        for child in getattr(node, "children", {}).values():
+            here = inside or (isinstance(child, Block) and child.key == key)
+            if here and isinstance(child, Html):
+                found.append(child.proto.body)
+            walk(child, here)
+
+    walk(at.main, False)
+    return found
+
+
+def shown_table(at: AppTest, key: str | None = None) -> pd.DataFrame:
+    """The page's HTML table (app/html_charts.table) as shown, or the one in the slot `key`
+    when the page has several: its headers, and its cells as text, or as numbers in a column
+    whose every cell reads as one (a true minus sign read as -); each header's help in
+    `attrs["help"]`, the cells as text in `attrs["text"]`."""
+    bodies = [h.proto.body for h in at.get("html")] if key is None else html_in(at, key)
+    pages = [body for body in bodies if 'class="cp-table"' in body]
     assert len(pages) == 1, pages
     parsed = _Table(pages[0])
     frame = pd.DataFrame(parsed.rows, columns=parsed.headers)

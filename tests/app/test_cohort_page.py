@@ -37,7 +37,7 @@ def test_cohort_views() -> None:
         "histogram", "bar", "box", "bar"]
     # The disagreement table: the chart's numbers in percent, one decimal, from core's
     # report through summaries (the shares the chart's bars show).
-    table = shown_table(at)
+    table = shown_table(at, "cohort_disagreement_table")
     assert list(table.columns) == ["feature", "% calibration vs instance",
                                    "% total vs instance"]
     bars = drawn_figures(at)["cohort_disagreement"].data

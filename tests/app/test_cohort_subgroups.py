@@ -14,6 +14,7 @@ from dashboard_helpers import (
     new_app,
     run_linear,
     shown,
+    shown_table,
 )
 from scipy.stats import binomtest
 
@@ -113,3 +114,33 @@ def test_cohort_calibration_vector_has_the_bootstrap_whiskers_in_log_units() -> 
     assert [label.endswith(charts.UNSETTLED_MARK) for label in vector.y] == list(unsettled)
     assert any(f"({unsettled.sum()} of {len(unsettled)} features)" in shown(c.value)
                for c in at.caption)
+
+
+def test_coverage_by_interval_width_on_the_cohort_page() -> None:
+    """The Cohort page's coverage by width group is core's (core.coverage) on the run's own
+    report, narrowest first; the warning shows exactly when the narrowest group's whole 95%
+    range lies below 1 - alpha."""
+    from cpdecomp.core.coverage import coverage_by_width, narrowest_undercovered
+
+    at = run_linear(new_app())
+    at.switch_page("views/cohort.py").run()
+    assert errors(at) == []
+    e = cohort_report(at)
+    groups = coverage_by_width(e.explanation.width, e.explanation.lower, e.explanation.upper,
+                               e.targets)
+    assert len(groups) >= 2
+    table = shown_table(at, "cohort_width_coverage")
+    assert list(table.columns) == ["intervals", "widths", "patients", "coverage %",
+                                   "95% range", "reading"]
+    assert table["intervals"].iloc[0].startswith("narrowest ")
+    assert table["intervals"].iloc[-1].startswith("widest ")
+    assert list(table["patients"]) == [g.n for g in groups]
+    assert list(table["coverage %"]) == [round(100 * g.coverage) for g in groups]
+    narrow = narrowest_undercovered(groups, 0.9)
+    warned = [w.value for w in at.warning if "surest about" in w.value]
+    assert bool(warned) == (narrow is not None)
+    if narrow is not None:
+        assert f"{narrow.coverage:.0%} of {narrow.n} patients" in warned[0]
+        assert table["reading"].iloc[0] == "too narrow (below 90%)"
+    expander = [x for x in at.expander if x.label == "Coverage by interval width"]
+    assert len(expander) == 1

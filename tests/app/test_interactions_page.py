@@ -37,3 +37,21 @@ def test_a_sampling_method_says_why_there_are_no_pairs() -> None:
     assert errors(at) == []
     assert any("only the exact method computes" in i.value for i in at.info)
     assert not [t for t in at.toggle if t.key == "interactions_on"]
+
+
+def test_the_calibration_pairs_are_called_the_same_for_everyone_only_where_they_are() -> None:
+    """In width units a multiplicative family's calibration-driven pairs are scaled by each
+    patient's width factor (they differ by patient); in log units they are one value."""
+    at = run_linear(new_app())  # the normalized family: multiplicative
+    at.switch_page("views/cohort.py").run()
+    at.toggle(key="interactions_on").set_value(True).run()
+    interactions = at.session_state["_interactions"][1]
+    spread = np.ptp(interactions.calibration, axis=0).max()
+    assert spread > 1e-6 * np.abs(interactions.calibration).max()
+    captions = " ".join(c.value for c in at.caption)
+    assert "so it is the same for every patient" not in captions
+    assert "differs from patient to patient" in captions
+    at.radio(key="units").set_value("log").run()
+    assert errors(at) == []
+    captions = " ".join(c.value for c in at.caption)
+    assert "so it is the same for every patient" in captions

@@ -1,6 +1,7 @@
 """Nothing cut off at 1280x720 and 1440x900, measured in a real browser.
 
-After a run on the bundled sample: on the Patient, Cohort (with a subgroup report),
+After a run on the bundled sample: on the Patient, Cohort (with a subgroup report and the
+coverage by interval width),
 Recalibration and Review queue pages no text element clips its text (scrollWidth >
 clientWidth where overflow hides), no data table needs a horizontal scroll bar except the
 queue's, whose patient column is pinned,
@@ -158,6 +159,20 @@ def test_no_text_is_cut_off_in_the_key_panels() -> None:
                 assert page.evaluate(TABLES_SCROLLING, subgroup.element_handle()) == [], (
                     f"the subgroup table scrolls at {width}x{height}")
                 shoot(page, "cohort_subgroups", width, height, scroll_to=subgroup)
+                # Coverage by interval width: folded unless the narrowest are under-covered.
+                by_width = page.locator(".st-key-cohort_width_coverage")
+                if not by_width.is_visible():
+                    page.get_by_test_id("stExpander").filter(
+                        has_text="Coverage by interval width").locator("summary").click()
+                expect(by_width.locator(".cp-table")).to_be_visible(timeout=STEP_TIMEOUT)
+                page.wait_for_timeout(300)
+                assert_nothing_cut(page, f"Cohort's coverage by width at {width}x{height}")
+                assert page.evaluate(TABLES_SCROLLING, by_width.element_handle()) == [], (
+                    f"the coverage-by-width table scrolls at {width}x{height}")
+                page.get_by_test_id("stExpander").filter(
+                    has_text="Coverage by interval width").scroll_into_view_if_needed()
+                page.wait_for_timeout(300)
+                shoot(page, "cohort_width_coverage", width, height)
 
                 open_page(page, "Recalibration")  # the sample's rows split by sex
                 expect(page.locator(".st-key-recal_reading")).to_be_visible(
