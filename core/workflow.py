@@ -294,7 +294,7 @@ def joined_meta(metas: Sequence[dict], cohort: dict | None = None) -> dict:
 
 
 def coverage_meta(explanations: Sequence[Explanation],
-                  targets: Sequence[np.ndarray] | None) -> dict:
+                  targets: Sequence[np.ndarray | None] | None) -> dict:
     """Coverage by width group over the patients of all the chunks (core.coverage): a
     cohort's tenths, so never computed chunk by chunk."""
     tally = CohortTally()
