@@ -25,9 +25,13 @@ st.set_page_config(page_title="cpdecomp: why is this interval wide?", page_icon=
                    layout="wide")
 
 downloads.remember_session()  # downloads are served to this session's browser only
+# Kept values first, defaults only for what was never set: a fragment's rerun (Next on the
+# Patient page) drops the widgets it did not draw, and defaults applied first would take
+# their place (α, the family, the outcome's bounds and unit back to the defaults).
+state.full_run_started()
+state.keep_widget_state()
 state.init_session()
 housekeeping.start_housekeeping()  # frees what sessions that left still hold
-state.keep_widget_state()
 state.collect_run()  # a Run that ended while this session was elsewhere: its results are in
 
 PAGES = [
@@ -79,3 +83,4 @@ finally:
     # Also after st.stop and st.rerun: the downloads this run drew stay fetchable by this
     # session (and only by it) while the next run redraws them.
     downloads.after_run()
+    state.full_run_ended()

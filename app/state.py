@@ -91,16 +91,46 @@ def init_session() -> None:
         set_dataset(sources.load_sample(str(state["sample"])), ("sample", str(state["sample"])))
 
 
+FRAGMENT_KEYS = frozenset({"patient", "compare_patient", "compare_on", "fixed_q_on",
+                           "whatif_on"})
+"""The WIDGET_KEYS the Patient page's panel (a fragment) draws: a rerun of the panel alone
+changes these and no other."""
+
+_FULL_RUN = "_full_run"
+_FRAGMENT_RERAN = "_fragment_reran"
+
+
+def full_run_started() -> None:
+    """Mark that the whole script runs (main.py), so a fragment can tell its own reruns."""
+    st.session_state[_FULL_RUN] = True
+
+
+def full_run_ended() -> None:
+    st.session_state[_FULL_RUN] = False
+
+
+def fragment_ran() -> None:
+    """Called by a fragment: if it runs alone, the next full run takes the kept values."""
+    if not st.session_state.get(_FULL_RUN):
+        st.session_state[_FRAGMENT_RERAN] = True
+
+
 def keep_widget_state() -> None:
     """Re-assign widget values so that a page without the widget does not drop them.
 
     A fragment's rerun (the Patient panel) ends with Streamlit dropping the state of widgets
     it did not draw, re-assigned or not; a plain copy, which is no widget's key, restores them.
+    Dropped is not always gone: Streamlit may then answer with an older value of the key (seen
+    with α: Next put 0.10 back where the user had set 0.20), so after a fragment's own rerun
+    every key the fragment does not draw is taken from the copy, present or not.
     """
     state = st.session_state
     kept = state.setdefault("_kept_widget_values", {})
+    after_fragment = bool(state.pop(_FRAGMENT_RERAN, False))
     for key in WIDGET_KEYS:
-        if key in state:
+        if after_fragment and key in kept and key not in FRAGMENT_KEYS:
+            state[key] = kept[key]
+        elif key in state:
             kept[key] = state[key]
             state[key] = state[key]
         elif key in kept:

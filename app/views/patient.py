@@ -57,6 +57,7 @@ def step(offset: int) -> None:
 
 @st.fragment
 def patient_panel() -> None:
+    state.fragment_ran()  # its own rerun drops the other widgets' state (app.state)
     pick, back, forward = st.columns([6, 1.2, 1.2], vertical_alignment="bottom")
     position = pick.selectbox(
         "Patient", positions, key="patient",
