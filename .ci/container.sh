@@ -88,7 +88,7 @@ for command in "${commands[@]}"; do
         mmdebstrap*)
             base_tar=$CACHE/base-$(printf '%s' "$command" | key_of).tar
             no_link "$base_tar"
-            if [ ! -s "$base_tar" ] || [ -n "$(find "$base_tar" -mtime +"$BASE_MAX_AGE_DAYS")" ]; then
+            if [ ! -s "$base_tar" ] || [ -n "$(find "$base_tar" -maxdepth 0 -mtime +"$BASE_MAX_AGE_DAYS")" ]; then
                 eval "$command"
                 rm -f "$CACHE"/base-*.tar "$CACHE"/base-*.image
                 mv base.tar "$base_tar"
@@ -152,9 +152,12 @@ standins_mirrors=("deb http://deb.debian.org/debian bookworm main"
                   "deb http://deb.debian.org/debian-security bookworm-security main")
 standins_tar=$CACHE/standins-$(printf '%s\n' postgresql,nginx "${standins_mirrors[@]}" | key_of).tar
 no_link "$standins_tar"
-if [ ! -s "$standins_tar" ] || [ -n "$(find "$standins_tar" -mtime +"$BASE_MAX_AGE_DAYS")" ]; then
-    rm -f "$CACHE"/standins-*.tar "$CACHE"/standins-*.image
-    mmdebstrap --quiet --variant=minbase --include=postgresql,nginx bookworm \
+# A directory left by an older version of this step (mmdebstrap reads its output's format from the
+# name, and "….tar.partial" made a directory) is made again as a tarball.
+if [ ! -f "$standins_tar" ] || [ ! -s "$standins_tar" ] \
+        || [ -n "$(find "$standins_tar" -maxdepth 0 -mtime +"$BASE_MAX_AGE_DAYS")" ]; then
+    rm -rf "$CACHE"/standins-*.tar "$CACHE"/standins-*.image "$standins_tar.partial"
+    mmdebstrap --quiet --format=tar --variant=minbase --include=postgresql,nginx bookworm \
         "$standins_tar.partial" "${standins_mirrors[@]}"
     mv "$standins_tar.partial" "$standins_tar"
     step "made the stand-ins' Debian base"
