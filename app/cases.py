@@ -21,6 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from cpdecomp.app import charts, export, html_charts, summaries
+from cpdecomp.app.planning import OutcomeRange
 from cpdecomp.app.reading import patient_reading
 from cpdecomp.app.reviews import ReviewEvent
 from cpdecomp.app.shown import Shown, disagreement_flags
@@ -315,11 +316,38 @@ def _waterfall_figure(shown: Shown, position: int) -> go.Figure:
                                   end_label=labels[1], scale=shown.number_scale)
 
 
+def interval_text(shown: Shown, position: int, outcome: OutcomeRange) -> str:
+    """The patient's interval as every page and export shows it: clipped to what the outcome
+    can be, marked ✂ when it was."""
+    lower, upper, clipped = outcome.clip(shown.lower[position:position + 1],
+                                         shown.upper[position:position + 1])
+    return (f"[{people_number(lower[0], shown.base_width)}, "
+            f"{people_number(upper[0], shown.base_width)}]" + (" ✂" if clipped[0] else ""))
+
+
+def clip_note(shown: Shown, position: int, outcome: OutcomeRange) -> str | None:
+    """What ✂ means for this patient, plain text (None when the interval is not clipped): the
+    Patient page's caption and the case summary's note."""
+    if not outcome.clip(shown.lower[position:position + 1],
+                        shown.upper[position:position + 1])[2][0]:
+        return None
+    unit = f" {outcome.unit}" if outcome.unit else ""
+    return (f"✂ The interval is clipped to what the outcome can be ({outcome.describe()}); "
+            f"the model's own interval is [{people_number(shown.lower[position], shown.base_width)}"
+            f", {people_number(shown.upper[position], shown.base_width)}]{unit}. The width and "
+            "its parts are those of the model's unclipped interval: clipping is not a sum of "
+            "feature parts, so it cannot be split between them.")
+
+
 def case_html(shown: Shown, position: int, facts: Mapping[str, str],
-              reviews: Sequence[ReviewEvent]) -> str:
+              reviews: Sequence[ReviewEvent], *, outcome: OutcomeRange | None = None,
+              reading: str | None = None) -> str:
     """A standalone HTML summary of one patient's case; `facts`: what the numbers depend on
-    (`state.run_facts`)."""
+    (`state.run_facts`); `outcome`: the range kept with the run (`state.outcome_range`), which
+    clips the interval as the pages do; `reading`: the page's plain reading of the case
+    (`case_reading`, in width units)."""
     patient = str(shown.patient_ids[position])
+    outcome = outcome if outcome is not None else OutcomeRange()
 
     def num(value: float) -> str:
         return people_number(value, shown.base_width)
@@ -327,19 +355,22 @@ def case_html(shown: Shown, position: int, facts: Mapping[str, str],
     case = {
         "patient": patient,
         "prediction": num(shown.prediction[position]),
-        "interval": f"[{num(shown.lower[position])}, {num(shown.upper[position])}]",
+        "interval": interval_text(shown, position, outcome),
         "width": f"{num(shown.width[position])} (featureless width {num(shown.base_width)})",
         "width percentile in the cohort":
             f"{summaries.percentile_ranks(shown.width)[position]:.0f}",
     }
     if shown.targets is not None and not np.isnan(shown.targets[position]):
         case["observed target"] = num(shown.targets[position])
+    case["what the outcome can be"] = outcome.describe() + (
+        f" ({outcome.unit})" if outcome.unit else "")
     case.update(facts)
-    notes = [
-        "Calibration-driven: set by the calibration set through the conformal quantile. "
-        "Instance-driven: set by this patient's own values. Total = calibration + instance. "
-        f"Features marked {charts.DISAGREE_MARK} have parts of opposite signs.",
-    ]
+    clipped = clip_note(shown, position, outcome)
+    # The page's reading and its ✂ note first, as the Patient page shows them.
+    notes = [*([reading] if reading else []), *([clipped] if clipped else []),
+             "Calibration-driven: set by the calibration set through the conformal quantile. "
+             "Instance-driven: set by this patient's own values. Total = calibration + "
+             f"instance. Features marked {charts.DISAGREE_MARK} have parts of opposite signs."]
     if shown.calibration_low is not None:
         notes.append(
             "Whiskers on the calibration-driven bars: its 90% interval over "

@@ -1,8 +1,12 @@
 """A patient's case in one paragraph of plain words, generated from the numbers.
 
-    "The interval is 7.9 days wider than for a typical patient (26 vs 18). Most of that comes
-    from this patient's chf (+3.9, instance-driven). bmi narrows it for this patient (−4.3)
-    but widens it through the calibration set (+1.4): the total shows only −2.9."
+    "The interval is 7.9 days wider than for a patient about whom nothing is known (26 vs 18).
+    Most of that comes from this patient's chf (+3.9: instance-driven +3.4; calibration-driven
+    +0.5). bmi narrows it for this patient (−4.3) but widens it through the calibration set
+    (+1.4): the total shows only −2.9."
+
+"A patient about whom nothing is known" is the featureless width (every feature left out), the
+number the Patient page shows as "featureless": not the cohort's median or any real patient.
 
 Numbers are rounded for people at the featureless width's scale (`people_number`, the rule every
 page uses); the text is plain (no Markdown), for `st.text`-like display
@@ -18,6 +22,9 @@ import numpy as np
 from cpdecomp.app.summaries import SIGN_CUT
 from cpdecomp.app.text import people_number
 
+NOTHING_KNOWN = "a patient about whom nothing is known"
+"""The featureless width in plain words: every feature left out (not the cohort's median)."""
+
 
 def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: np.ndarray,
                     total: np.ndarray, width: float, base_width: float, *, unit: str = "",
@@ -25,8 +32,9 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
                     calibration_unsettled: np.ndarray | None = None,
                     instance_unsettled: np.ndarray | None = None,
                     reference_sample: bool = False) -> str:
-    """One paragraph: how much wider (or narrower) than a typical patient's interval, which
-    feature contributes most and through which part, and a feature whose parts pull apart.
+    """One paragraph: how much wider (or narrower) than the featureless interval (a patient
+    about whom nothing is known), which feature contributes most with each of its two parts,
+    and a feature whose parts pull apart.
     Under a family without an instance-driven part (`has_instance_part` False) every patient
     has the same width: the paragraph says so and compares it with the model's width without
     features instead.
@@ -57,8 +65,9 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
     about_equal = abs(difference) <= SIGN_CUT * max(abs(base_width), 1e-300)
     word = "wider" if difference > 0 else "narrower"
     if not has_instance_part:
-        # Every patient's width is the same here, so the featureless width is no "typical
-        # patient": it is the width the model would have without any feature.
+        # Every patient's width is the same here, so "a patient about whom nothing is known"
+        # would read as another patient: it is the width the model would have without any
+        # feature.
         sentences.append(
             f"Under this conformal family the width is the same for every patient "
             f"({number(width)}{units}): it is set by the calibration set alone, and this "
@@ -71,25 +80,31 @@ def patient_reading(features: Sequence[str], calibration: np.ndarray, instance: 
             "features make that difference, all of it through the calibration set.")
         sentences += _unsettled_sentence(features, unsettled, reference_sample)
         return " ".join(sentences)
+    # The comparison is with the featureless width (base_width), never the cohort's median:
+    # said as what it is, a patient about whom nothing is known.
     if about_equal:
-        sentences.append(f"The interval is about as wide as for a typical patient "
+        sentences.append(f"The interval is about as wide as for {NOTHING_KNOWN} "
                          f"({number(width)}{units}).")
     else:
         sentences.append(
-            f"The interval is {number(abs(difference))}{units} {word} than for a typical "
-            f"patient ({number(width)} vs {number(base_width)}{units}).")
+            f"The interval is {number(abs(difference))}{units} {word} than for "
+            f"{NOTHING_KNOWN} ({number(width)} vs {number(base_width)}{units}).")
 
     # The feature that moves the width most in the direction it moved.
     direction = 1.0 if difference >= 0 else -1.0
     candidates = np.flatnonzero(direction * total > SIGN_CUT * scale)
     if candidates.size:
         j = int(candidates[np.argmax(np.abs(total[candidates]))])
-        part = "instance-driven" if abs(instance[j]) >= abs(calibration[j]) else (
-            "calibration-driven, direction not settled" if unsettled[j]
-            else "calibration-driven")
+        # The total, then each part with its own number (the larger first): naming a part
+        # beside the total read as if the part were that large.
+        parts = [f"instance-driven {number(instance[j], signed=True)}",
+                 f"calibration-driven {number(calibration[j], signed=True)}"
+                 + (", direction not settled" if unsettled[j] else "")]
+        if abs(calibration[j]) > abs(instance[j]):
+            parts.reverse()
         lead = "Most of that" if abs(total[j]) >= 0.5 * abs(difference) else "The largest share"
         sentences.append(f"{lead} comes from this patient's {features[j]} "
-                         f"({number(total[j], signed=True)}{units}, {part}).")
+                         f"({number(total[j], signed=True)}{units}: {'; '.join(parts)}).")
 
     # The feature whose two parts pull hardest against each other.
     opposed = np.flatnonzero((calibration * instance < 0) & ~unsettled & ~instance_open

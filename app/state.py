@@ -175,17 +175,47 @@ def ensure_outcome_range(dataset: Dataset, target: str) -> None:
     state["outcome_inferred"] = low is not None
 
 
-def outcome_range(config: RunConfig) -> planning.OutcomeRange:
-    """What the run's outcome can be: as stated on the Data page, or inferred."""
+def stated_outcome_range(dataset: Dataset | None, target: str) -> planning.OutcomeRange:
+    """What the outcome can be as the Data page's widgets say now (inferred from the training
+    target when the data or target changed)."""
     state = st.session_state
-    dataset = state.get("run_dataset")
     if dataset is not None:
-        ensure_outcome_range(dataset, config.options.target)
+        ensure_outcome_range(dataset, target)
     return planning.OutcomeRange(
         low=float(state["outcome_low"]) if state.get("outcome_low_on") else None,
         high=float(state["outcome_high"]) if state.get("outcome_high_on") else None,
         unit=str(state.get("outcome_unit") or "").strip(),
     )
+
+
+RUN_OUTCOME_RANGE = "run_outcome_range"
+"""The session key of the last run's outcome range: (its RunConfig, the range)."""
+
+
+def outcome_range(config: RunConfig) -> planning.OutcomeRange:
+    """What the run's outcome can be: the range kept with the run (set as it was when Run was
+    pressed, and changed only on the Data page for the run's own data and target), so a page,
+    a rerun that brings widgets back at their defaults, or an export, all clip the same way."""
+    state = st.session_state
+    kept = state.get(RUN_OUTCOME_RANGE)
+    if kept is not None and kept[0] == config:
+        return kept[1]
+    # A run with no kept range (none started in this session): the widgets' range, kept now.
+    outcome = stated_outcome_range(state.get("run_dataset"), config.options.target)
+    if state.get("last_run") == config:
+        state[RUN_OUTCOME_RANGE] = (config, outcome)
+    return outcome
+
+
+def data_page_range_changed(dataset: Dataset, target: str) -> None:
+    """The Data page drew the range's widgets: if they describe the last run's own data and
+    target, the run's kept range follows them (the user edited the outcome the results are
+    about); for other data the next Run takes them."""
+    state = st.session_state
+    config: RunConfig | None = state.get("last_run")
+    if config is None or (config.digest, config.options.target) != (dataset.digest, target):
+        return
+    state[RUN_OUTCOME_RANGE] = (config, stated_outcome_range(dataset, target))
 
 
 def ensure_choice(key: str, options: list, fallback: object) -> None:
@@ -242,6 +272,10 @@ def start_run(config: RunConfig, dataset: Dataset) -> RunJob:
     """Start the run on its worker (runs.start) and follow it from this session."""
     job = runs.start(config, dataset)
     st.session_state["run_job"] = job
+    # The outcome's range as it is now goes with the run (remember_run keeps it with the
+    # results): every page and export of this run clips to it.
+    st.session_state["run_job_outcome"] = (
+        job, stated_outcome_range(dataset, config.options.target))
     return job
 
 
@@ -260,15 +294,22 @@ def collect_run() -> RunJob | None:
     if job is None or not job.finished.is_set():
         return None
     del state["run_job"]
+    started = state.pop("run_job_outcome", None)
     if job.error is None and not job.cancelled:
-        remember_run(job.config, job.dataset, job.timings)
+        remember_run(job.config, job.dataset, job.timings,
+                     started[1] if started is not None and started[0] is job else None)
     state["run_outcome"] = ("error", job.error) if job.error is not None else (
         ("stopped", None) if job.cancelled else ("done", None))
     return job
 
 
-def remember_run(config: RunConfig, dataset: Dataset, timings: dict[str, float]) -> None:
+def remember_run(config: RunConfig, dataset: Dataset, timings: dict[str, float],
+                 outcome: planning.OutcomeRange | None = None) -> None:
+    """Make the run the one on show, with the outcome range it was started with (None: the
+    Data page's range as it is now)."""
     state = st.session_state
+    state[RUN_OUTCOME_RANGE] = (config, outcome if outcome is not None
+                                else stated_outcome_range(dataset, config.options.target))
     context = get_script_run_ctx()
     if context is not None:
         housekeeping.use_study(context.session_id, (config.digest, config.options))

@@ -232,7 +232,9 @@ else:
     high.number_input("Highest", key="outcome_high", format="%g", label_visibility="collapsed",
                       disabled=not st.session_state["outcome_high_on"])
     unit.text_input("Unit (e.g. days)", key="outcome_unit", max_chars=40)
+    state.data_page_range_changed(dataset, target)  # the results on show follow their range
     st.caption("Intervals are shown clipped to this range and marked as clipped; the width and "
-               "its parts stay those of the model's unclipped interval.")
+               "its parts stay those of the model's unclipped interval. The range goes with "
+               "each Run, into the pages and the exports.")
     st.page_link("views/setup.py", label="Next: set up the model and run",
                  icon=":material/arrow_forward:")

@@ -23,6 +23,7 @@ from cpdecomp.app import (
     whatif,
     widgets,
 )
+from cpdecomp.app.reviews import ReviewEvent
 from cpdecomp.app.text import file_name_part, markdown_text, people_number
 from cpdecomp.core.errors import CpdecompError
 
@@ -36,7 +37,6 @@ positions = list(range(n))
 state.ensure_choice("patient", positions, 0)
 outcome = state.outcome_range(results.config)
 shown_lower, shown_upper, clipped = outcome.clip(e.lower, e.upper)
-unit = f" {outcome.unit}" if outcome.unit else ""
 width_scale = e.base_width
 
 
@@ -51,6 +51,45 @@ def num(value: float, signed: bool = False) -> str:
 HEADING = "Why is patient {}'s interval this wide?"
 
 
+def may_see_reviews() -> bool:
+    """Reviews are for signed-in users when sign-in is configured, as the queue is."""
+    return auth.misconfigured() is None and (not auth.configured()
+                                             or auth.identity() is not None)
+
+
+def latest_reviews() -> dict[str, ReviewEvent]:
+    """Each patient's latest review (by id as text), read once per page run: reviews are made
+    on the Review queue page, so a patient switch (the panel's own rerun) finds them unchanged.
+    Empty when reviews may not be seen or cannot be read (the Review section says why)."""
+    if not may_see_reviews():
+        return {}
+    try:
+        return dict(state.review_store().latest(results.dataset_key))
+    except CpdecompError:
+        return {}
+
+
+latest = latest_reviews()
+
+
+def reviewed(position: int) -> bool:
+    review = latest.get(str(e.patient_ids[position]))
+    return review is not None and review.status == "reviewed"
+
+
+def review_line(patient: str) -> str:
+    """The patient's review status in one line, for the top of the panel (plain text)."""
+    review = latest.get(patient)
+    if review is None:
+        return "Not reviewed yet (mark cases reviewed on the Review queue page)."
+    when = str(review.created_at).replace("T", " ")[:16]
+    by = f" by {review.reviewer}" if review.reviewer else ""
+    if review.status != "reviewed":
+        return f"Review reopened on {when}{by}: not reviewed since."
+    note = f": “{review.note[:80]}{'…' if len(review.note) > 80 else ''}”" if review.note else ""
+    return f"✓ Reviewed on {when}{by}{note}"
+
+
 def step(offset: int) -> None:
     st.session_state["patient"] = (int(st.session_state["patient"]) + offset) % n
 
@@ -62,7 +101,8 @@ def patient_panel() -> None:
     position = pick.selectbox(
         "Patient", positions, key="patient",
         format_func=lambda i: f"{e.patient_ids[i]} · width {num(float(e.width[i]))} "
-                              f"(percentile {ranks[i]:.0f})",
+                              f"(percentile {ranks[i]:.0f})"
+                              + (" · reviewed" if reviewed(i) else ""),
     )
     back.button("Previous", key="patient_previous", on_click=step, args=(-1,),
                 icon=":material/arrow_back:", use_container_width=True)
@@ -70,11 +110,15 @@ def patient_panel() -> None:
                    icon=":material/arrow_forward:", use_container_width=True)
 
     patient = str(e.patient_ids[position])
+    if may_see_reviews():
+        # Above the fold: whether this case has been reviewed (the history is further down).
+        with st.container(key="patient_review_status"):
+            st.caption(markdown_text(review_line(patient)))
     cols = st.columns([1, 1.8, 1.4, 1])  # the interval needs room for two numbers
     cols[0].metric("Prediction", f"{num(e.prediction[position])}")
-    interval = f"[{num(shown_lower[position])}, {num(shown_upper[position])}]"
+    interval = cases.interval_text(e, position, outcome)
     if clipped[position]:
-        cols[1].metric(f"Interval ({1 - e.alpha:.0%}), clipped", interval + " ✂",
+        cols[1].metric(f"Interval ({1 - e.alpha:.0%}), clipped", interval,
                        help=f"The model's interval is [{num(e.lower[position])}, "
                             f"{num(e.upper[position])}]; the outcome is {outcome.describe()}, "
                             "so it is shown clipped to that range.")
@@ -99,13 +143,9 @@ def patient_panel() -> None:
     widgets.html_view(cases.bars_chart(e, position), key="patient_bars")
     with st.container(key="patient_reading"):
         st.markdown(markdown_text(cases.case_reading(width, position, unit=outcome.unit)))
-    if clipped[position]:
-        st.caption(f"✂ The interval is clipped to what the outcome can be "
-                   f"({markdown_text(outcome.describe())}); the model's own interval is "
-                   f"[{num(e.lower[position])}, {num(e.upper[position])}]{markdown_text(unit)}. "
-                   "The width and its parts are those of the model's unclipped interval: "
-                   "clipping is not a sum of feature parts, so it cannot be split between "
-                   "them.")
+    note = cases.clip_note(e, position, outcome)  # the case summary's note too
+    if note is not None:
+        st.caption(markdown_text(note))
     flags = e.disagree[position]
     if flags.any():
         names = ", ".join(markdown_text(f) for f, flag in zip(e.features, flags, strict=True)
@@ -315,14 +355,13 @@ def compare(position: int) -> None:
 def review_section(position: int, patient: str) -> None:
     st.subheader("Review")
     history = []
-    may_see_reviews = auth.misconfigured() is None and (not auth.configured()
-                                                       or auth.identity() is not None)
-    if may_see_reviews:
+    allowed = may_see_reviews()
+    if allowed:
         try:
             history = state.review_store().history(results.dataset_key, patient)
         except CpdecompError as error:
             st.error(markdown_text(str(error)))
-    if not may_see_reviews:
+    if not allowed:
         # Reviews are for signed-in users when sign-in is configured, as the queue is.
         st.caption("Sign in on the Review queue page to see and make reviews.")
     elif history:
@@ -337,7 +376,9 @@ def review_section(position: int, patient: str) -> None:
     facts = state.run_facts(results)  # read here: the download's data is made later
     st.download_button(
         "Download case summary (HTML)", key="download_patient_html",
-        data=lambda: cases.case_html(e, position, facts, history),
+        data=lambda: cases.case_html(
+            e, position, facts, history, outcome=outcome,
+            reading=cases.case_reading(width, position, unit=outcome.unit)),
         file_name=f"case-{file_name_part(patient)}.html", mime="text/html", on_click="ignore",
         icon=":material/download:",
     )

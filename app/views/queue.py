@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import numpy as np
 import streamlit as st
@@ -59,9 +60,11 @@ frame = summaries.queue_frame(report, flagged, latest)
 outcome = state.outcome_range(results.config)
 shown_lower, shown_upper, clipped = outcome.clip(e.lower, e.upper)
 positions_in_frame = frame["position"].to_numpy(dtype=int)
-frame["interval"] = [f"[{num(shown_lower[i])}, {num(shown_upper[i])}]" + (" ✂" if clipped[i]
-                                                                       else "")
-                     for i in positions_in_frame]
+frame["interval"] = [cases.interval_text(e, i, outcome) for i in positions_in_frame]
+# The export says what the page shows: the clipped ends beside the model's own (lower, upper).
+frame["shown_lower"] = shown_lower[positions_in_frame]
+frame["shown_upper"] = shown_upper[positions_in_frame]
+frame["clipped_to"] = [outcome.describe() if clipped[i] else "" for i in positions_in_frame]
 cols = st.columns(4)
 cols[0].metric("Flagged", f"{len(frame)} of {len(e.width)}", help=f"width > {num(threshold)}")
 cols[1].metric("Reviewed", f"{int(frame['reviewed'].sum())}")
@@ -91,25 +94,44 @@ if st.session_state["queue_unreviewed"]:
     shown = shown[~shown["reviewed"]]
 if st.session_state["queue_features"]:
     shown = shown[shown["top_instance_driver"].isin(st.session_state["queue_features"])]
+
+
+def text_width(texts: Iterable[object]) -> int:
+    """Pixels a data-table column needs for its longest text (header included): the table's
+    14 px font averages under 8 px a character (digits and brackets 7-8, ✂ 14), plus the
+    cell's padding and the header's sort mark."""
+    return int(max(8 * len(str(t)) + 6 * str(t).count("✂") for t in texts)) + 32
+
+
 # The calibration-driven driver is the same for every patient on the additive scale: said once
 # above the table, not repeated in a column.
 calibration_drivers = set(frame["top_calibration_driver"]) - {""}
 one_calibration_driver = len(calibration_drivers) <= 1
 st.dataframe(
     shown, hide_index=True,
-    # What a clinician scans first on the left; the interval and the parts' sizes after.
-    column_order=["patient_id", "width", "status", "reviewer", "note", "warnings",
-                  "top_instance_driver", "interval", "width_percentile", "instance_part",
+    # What a clinician scans first on the left, the interval with them (further right it was
+    # cut at 1280 px); the parts' sizes after.
+    column_order=["patient_id", "width", "interval", "status", "reviewer", "note", "warnings",
+                  "top_instance_driver", "width_percentile", "instance_part",
                   *([] if one_calibration_driver else ["top_calibration_driver"]),
                   "prediction", "reviewed_at"],
     column_config={
         "patient_id": st.column_config.TextColumn("patient", pinned=True),
         "width": st.column_config.NumberColumn("width", format=table_format(width_scale)),
-        "status": st.column_config.TextColumn("status", help="reviewed, or open (not reviewed "
-                                                             "yet, or reopened)"),
-        "note": st.column_config.TextColumn("note", width="medium"),
+        # Widths in pixels from the longest text: sized to the rows first drawn, "reviewed"
+        # came after "open" and was cut to "reviewe".
+        "status": st.column_config.TextColumn("status", width=text_width(["reviewed", "open",
+                                                                          "status"]),
+                                              help="reviewed, or open (not reviewed yet, or "
+                                                   "reopened)"),
+        "reviewer": st.column_config.TextColumn(
+            "reviewer", width=min(text_width([*frame["reviewer"], "reviewer"]), 240)),
+        # A long note is cut here; the case's history below has it whole.
+        "note": st.column_config.TextColumn(
+            "note", width=min(max(text_width(frame["note"]), 200), 400)),
         "warnings": st.column_config.TextColumn(
-            "what the total view does", width="medium",
+            "what the total view does",
+            width=min(text_width([*frame["warnings"], "what the total view does"]), 400),
             help="'total hides x': x widens this interval most, but the usual (total) "
                  f"explanation does not list it among its top {summaries.TOTAL_TOP}. 'total "
                  "flips x': the total shows x as narrowing although it widens. The full "
@@ -118,15 +140,17 @@ st.dataframe(
                  "raises no warning."),
         "width_percentile": st.column_config.NumberColumn("percentile", format="%.0f"),
         "interval": st.column_config.TextColumn(
-            "interval", help="✂: clipped to what the outcome can be; the width is the "
-                             "model's unclipped width."),
+            "interval", width=text_width([*frame["interval"], "interval"]),
+            help="✂: clipped to what the outcome can be; the width is the model's unclipped "
+                 "width."),
         "prediction": st.column_config.NumberColumn(format=table_format(width_scale)),
         "top_instance_driver": st.column_config.TextColumn("widened most by",
                                                            help="The feature whose own value "
                                                                 "widens this interval most."),
         "instance_part": st.column_config.NumberColumn("by", format=table_format(width_scale)),
         "top_calibration_driver": "widened most through the calibration set by",
-        "reviewed_at": "reviewed at",
+        "reviewed_at": st.column_config.TextColumn(
+            "reviewed at", width=text_width([*frame["reviewed_at"], "2000-01-01T00:00:00+00:00"])),
     },
 )
 if one_calibration_driver and calibration_drivers:
@@ -231,7 +255,9 @@ c1.download_button("Queue with reviews (CSV)", key="download_queue_csv",
                    data=lambda: export.safe_csv(export_frame), file_name="review-queue.csv",
                    mime="text/csv", on_click="ignore", icon=":material/download:")
 c2.download_button(f"Case summary of {markdown_text(patient)} (HTML)", key="download_case_html",
-                   data=lambda: cases.case_html(e, position, facts, history),
+                   data=lambda: cases.case_html(
+                       e, position, facts, history, outcome=outcome,
+                       reading=cases.case_reading(e, position, unit=outcome.unit)),
                    file_name=f"case-{file_name_part(patient)}.html", mime="text/html",
                    on_click="ignore",
                    icon=":material/download:")

@@ -86,7 +86,8 @@ def test_log_units_toggle() -> None:
 
 def test_the_reading_and_comparing_two_patients() -> None:
     at = patient_page()
-    paragraph = [m.value for m in at.markdown if "than for a typical patient" in m.value
+    paragraph = [m.value for m in at.markdown
+                 if "than for a patient about whom nothing is known" in m.value
                  or "about as wide as" in m.value]
     assert paragraph and "e-0" not in paragraph[0]
     at.toggle(key="compare_on").set_value(True).run()

@@ -136,7 +136,8 @@ def test_one_rounding_rule_across_labels_hovers_and_the_reading() -> None:
     assert list(waterfall.data[0].text[:2]) == ["262", "+21"]
     paragraph = reading.patient_reading(features, calibration, instance, total,
                                         width=262.0 + total.sum(), base_width=262.0)
-    assert "chf (+21, instance-driven)" in paragraph and "(281 vs 262)" in paragraph
+    assert "chf (+21: instance-driven +20; calibration-driven ≈0)" in paragraph
+    assert "(281 vs 262)" in paragraph
 
 
 def test_the_reading_names_the_main_driver_and_a_feature_whose_parts_disagree() -> None:
@@ -146,15 +147,16 @@ def test_the_reading_names_the_main_driver_and_a_feature_whose_parts_disagree() 
     total = calibration + instance
     text_ = reading.patient_reading(features, calibration, instance, total,
                                     width=26.4, base_width=25.0, unit="days")
-    assert text_.startswith("The interval is 1.4 days wider than for a typical patient "
-                            "(26.4 vs 25.0 days).")
-    assert "Most of that comes from this patient's chf (+3.9 days, instance-driven)." in text_
+    assert text_.startswith("The interval is 1.4 days wider than for a patient about whom "
+                            "nothing is known (26.4 vs 25.0 days).")
+    assert ("Most of that comes from this patient's chf (+3.9 days: instance-driven +3.4; "
+            "calibration-driven +0.5).") in text_
     assert ("bmi narrows it for this patient (−4.3) but widens it through the calibration set "
             "(+1.4): the total shows only −2.9.") in text_
     fixed = reading.patient_reading(features, calibration, 0 * instance, calibration,
                                     width=20.0, base_width=22.0, has_instance_part=False)
-    # Every patient has this width: no "typical patient" to compare with, but the model
-    # without features.
+    # Every patient has this width: no other patient to compare with, but the model without
+    # features.
     assert fixed == ("Under this conformal family the width is the same for every patient "
                      "(20.0): it is set by the calibration set alone, and this patient's own "
                      "values do not change it. It is 2.0 narrower than it would be if the "

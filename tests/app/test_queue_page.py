@@ -106,7 +106,9 @@ def test_marking_changes_the_cases_row_at_once_and_the_table_leads_with_the_revi
     row = at.dataframe[0].value.set_index("patient_id").loc[patient]
     assert (row["status"], row["reviewer"], row["note"]) == ("reviewed", "Dr. B", "seen")
     order = at.dataframe[0].proto.column_order
-    assert list(order[:6]) == ["patient_id", "width", "status", "reviewer", "note", "warnings"]
+    # The interval beside the width: further right it was cut at 1280 px (issue 35, item 8).
+    assert list(order[:7]) == ["patient_id", "width", "interval", "status", "reviewer", "note",
+                               "warnings"]
     assert "top_calibration_driver" not in order  # the same for everyone: said once
     assert all(len(w) < 40 for w in at.dataframe[0].value["warnings"])  # short words
 

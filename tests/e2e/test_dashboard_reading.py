@@ -130,7 +130,7 @@ def reading_checks(page, url: str, csv: Path) -> None:
     # Compared with the model without features, never with "a typical patient" (every
     # patient has this width).
     expect(reading).to_contain_text("than it would be if the model used none of the features")
-    expect(reading).not_to_contain_text("typical patient")
+    expect(reading).not_to_contain_text("nothing is known")
     # A short stay predicted under 2q/2 days reaches below 0: shown clipped at 0.
     clipped = page.get_by_test_id("stMetric").filter(has_text="clipped")
     for _ in range(12):
@@ -147,7 +147,8 @@ def reading_checks(page, url: str, csv: Path) -> None:
     run(page, "Gradient boosting", "normalized: Normalized residual")
     open_page(page, "Patient")
     expect(reading).to_contain_text(re.compile(
-        r"The interval is [\d.]+ (wider|narrower) than for a typical patient"),
+        r"The interval is [\d.]+ (wider|narrower) than for a patient about whom nothing is "
+        r"known"),
         timeout=STEP_TIMEOUT)
     assert "e-0" not in reading.inner_text()  # rounded for people
     bars = page.locator(".st-key-patient_bars .cp-chart")
