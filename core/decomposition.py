@@ -74,6 +74,15 @@ class Decomposition:
     `instance`): the background's Monte Carlo error of each patient's instance-driven part.
     In width units both ends are scaled by the run's own factor L of the patient."""
     instance_background_high: FloatArray | None = None
+    calibration_background_se: FloatArray | None = None
+    """Monte Carlo standard error of φ_C from the background draw (same shape and units as
+    `calibration`): the run's background split into batches, each part computed on each batch,
+    sd over batches / √batches (batch means). On by default where a component is masked by
+    brute force (a small background there); None otherwise."""
+    instance_background_se: FloatArray | None = None
+    """The same for φ_I, per patient (in width units scaled by the patient's factor L)."""
+    total_background_se: FloatArray | None = None
+    """The same for φ_T, from each batch's φ_C + φ_I (not a sum of the other two errors)."""
     scale: Scale = "identity"
     """The family's scale: log units exist only where it is "log"."""
     fixed_quantile: FloatArray | None = None
@@ -130,6 +139,9 @@ def concatenate(parts: list[Decomposition]) -> Decomposition:
         background_level=first.background_level,
         instance_background_low=_stack([p.instance_background_low for p in parts]),
         instance_background_high=_stack([p.instance_background_high for p in parts]),
+        calibration_background_se=_stack([p.calibration_background_se for p in parts]),
+        instance_background_se=_stack([p.instance_background_se for p in parts]),
+        total_background_se=_stack([p.total_background_se for p in parts]),
         scale=first.scale,
         fixed_quantile=_stack([p.fixed_quantile for p in parts]),
     )
@@ -170,6 +182,9 @@ def in_units(decomposition: Decomposition, units: Units) -> Decomposition:
         background_high=rescale(decomposition.background_high),
         instance_background_low=rescale(decomposition.instance_background_low),
         instance_background_high=rescale(decomposition.instance_background_high),
+        calibration_background_se=rescale(decomposition.calibration_background_se),
+        instance_background_se=rescale(decomposition.instance_background_se),
+        total_background_se=rescale(decomposition.total_background_se),
         additivity_error=float(additivity.max()) if additivity.size else 0.0,
         efficiency_error=float(efficiency.max()) if efficiency.size else 0.0,
     )
@@ -229,6 +244,18 @@ def pivot_interval(estimate: FloatArray, replicates: FloatArray, level: float
     return estimate - (high_q - centre), estimate - (low_q - centre)
 
 
+def batch_standard_error(replicates: FloatArray) -> FloatArray:
+    """sd / √k over the first axis: the standard error of an average of k batches' estimates
+    (batch means), each entry over its finite batches (NaN where fewer than 2 are)."""
+    finite = np.isfinite(replicates)
+    k = finite.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(finite, replicates, 0.0).sum(axis=0) / k
+        spread = np.where(finite, replicates - mean, 0.0)
+        variance = (spread ** 2).sum(axis=0) / (k - 1)
+        return np.where(k >= 2, np.sqrt(variance / k), np.nan)
+
+
 def _replicate_attributions(design: Design, replicate_values: FloatArray, level: float
                             ) -> FloatArray:
     """φ_C of each usable replicate: replicates the family refused (NaN rows) are left out."""
@@ -246,7 +273,8 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
               interval: tuple[FloatArray, FloatArray, float] | None = None,
               fixed_quantile: bool = False,
               background: tuple[FloatArray, FloatArray, float] | None = None,
-              instance_replicates: FloatArray | None = None) -> Decomposition:
+              instance_replicates: FloatArray | None = None,
+              batches: tuple[FloatArray, FloatArray] | None = None) -> Decomposition:
     """Apply one design to the three games and express the result in `units`.
 
     calibration_values: (n_coalitions,); instance_values: (n_patients, n_coalitions);
@@ -255,7 +283,10 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
     fixed_quantile: also the Shapley values of the width at a fixed q̂ (see Decomposition);
     background: φ_C's interval over redrawn backgrounds (low, high, level), if any;
     instance_replicates: (n_replicates, n_patients, n_players) φ_I on those backgrounds, on the
-    family's scale (NaN where a draw was refused), for φ_I's background interval.
+    family's scale (NaN where a draw was refused), for φ_I's background interval;
+    batches: φ_C (n_batches, n_players) and φ_I (n_batches, n_patients, n_players) on the
+    family's scale, each computed on one batch of the background (NaN where the family refused
+    a batch), for the background's Monte Carlo standard errors.
     """
     n_patients = len(instance_values)
     if calibration is None:
@@ -270,6 +301,12 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
     instance_bounds = None
     if instance_replicates is not None and background is not None:
         instance_bounds = list(pivot_interval(phi_i, instance_replicates, background[2]))
+    batch_errors: list[FloatArray | None] = [None, None, None]
+    if batches is not None:
+        batch_c, batch_i = batches
+        batch_errors = [np.tile(batch_standard_error(batch_c), (n_patients, 1)),
+                        batch_standard_error(batch_i),
+                        batch_standard_error(batch_c[:, None, :] + batch_i)]
     errors: list[FloatArray | None] = [None, None, None]
     if design.sampled:
         total_values = calibration_values[None, :] + instance_values
@@ -287,6 +324,7 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         factor = logarithmic_mean_factor(width, base_width)[:, None]
         phi_c, phi_i, phi_t = phi_c * factor, phi_i * factor, phi_t * factor
         errors = [None if e is None else e * factor for e in errors]
+        batch_errors = [None if e is None else e * factor for e in batch_errors]
         bounds = None if bounds is None else [b * factor for b in bounds]  # factor > 0
         redrawn = None if redrawn is None else [b * factor for b in redrawn]
         instance_bounds = None if instance_bounds is None else [b * factor
@@ -317,6 +355,8 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         background_level=None if background is None else background[2],
         instance_background_low=None if instance_bounds is None else instance_bounds[0],
         instance_background_high=None if instance_bounds is None else instance_bounds[1],
+        calibration_background_se=batch_errors[0], instance_background_se=batch_errors[1],
+        total_background_se=batch_errors[2],
         scale=scale,
         fixed_quantile=fixed,
     )

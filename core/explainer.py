@@ -64,6 +64,11 @@ MASKING_CHECK_TOLERANCE = 1e-9
 CHECKED_ROWS = 2
 """Calibration rows the masking spot check evaluates by brute force."""
 
+BACKGROUND_BATCHES = 4
+"""Batches the background is split into (interleaved rows) for its Monte Carlo error where a
+component is masked by brute force: each part is computed on every batch, and sd / √batches is
+its standard error (batch means). Costs one more pass over the background's model rows."""
+
 BOOTSTRAP_LEVEL = 0.9
 """Default level of φ_C's bootstrap interval."""
 
@@ -122,6 +127,9 @@ class Explanation:
     """Replicates of the calibration set behind φ_C's interval (0: no interval)."""
     background_bootstrap: int = 0
     """Redrawn backgrounds behind φ_C's background interval (0: no interval)."""
+    background_batches: int = 0
+    """Batches of the background behind the background standard errors (0: none computed;
+    Decomposition.calibration_background_se)."""
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -138,6 +146,8 @@ class RunEstimate:
     """
 
     cells: int
+    """Cells the work meter counts (the background batches' cells are not among them, but
+    their time is in `seconds`)."""
     calibration_cells: int
     """Cells of the calibration game (0 when it is already computed)."""
     seconds: float
@@ -197,6 +207,11 @@ class PatientGames:
     """φ_C's interval over redrawn backgrounds (low, high on the family's scale, level)."""
     background_evaluators: tuple[MaskedEvaluator, ...] = ()
     """The redrawn backgrounds' evaluators, for φ_I's background interval per chunk."""
+    batch_calibration: FloatArray | None = None
+    """(n_batches, n_players) φ_C on each batch of the background (family scale), when the
+    background's Monte Carlo error is computed (Explainer.background_error_on)."""
+    batch_evaluators: tuple[MaskedEvaluator, ...] = ()
+    """The background batches' evaluators, for φ_I's batch values per chunk."""
 
     def explain_chunks(self, chunks: list[FloatArray], threads: int | None = None
                        ) -> list[tuple[Decomposition, FloatArray, FloatArray, FloatArray]]:
@@ -226,6 +241,23 @@ class PatientGames:
             out[r] = self.design.apply(values)
         return out
 
+    def batch_instance(self, rows: FloatArray) -> FloatArray | None:
+        """(n_batches, n_patients, n_players) φ_I on each batch of the background (family
+        scale; NaN for a batch whose masked components the family refuses), or None."""
+        if self.batch_calibration is None or not self.batch_evaluators:
+            return None
+        out = np.full((len(self.batch_evaluators), len(rows), len(self.players)), np.nan)
+        for k, evaluator in enumerate(self.batch_evaluators):
+            checkpoint()
+            try:
+                with unmetered():  # reckoned in the estimate's seconds, not in its cells
+                    values = instance_values(self.family, evaluator, rows,
+                                             self.design.coalitions)
+            except CpdecompError:
+                continue
+            out[k] = self.design.apply(values)
+        return out
+
     def explain_chunk(self, rows: FloatArray) -> tuple[Decomposition, FloatArray, FloatArray,
                                                        FloatArray]:
         """(decomposition, prediction, lower, upper) for encoded patient rows."""
@@ -250,9 +282,15 @@ class PatientGames:
                                   self.family.scale, self.units, self.players,
                                   self.calibration_attribution, self.calibration_interval,
                                   self.fixed_quantile, self.background_interval,
-                                  self.instance_replicates(part.rows))
+                                  self.instance_replicates(part.rows), self._batches(part.rows))
         lower, upper = self.family.interval(self.q_hat, part.components)
         return decomposition, part.prediction, lower, upper
+
+    def _batches(self, rows: FloatArray) -> tuple[FloatArray, FloatArray] | None:
+        instance = self.batch_instance(rows)
+        if instance is None or self.batch_calibration is None:
+            return None
+        return self.batch_calibration, instance
 
 
 def join_explanations(parts: list[Explanation]) -> Explanation:
@@ -301,8 +339,12 @@ class Explainer:
     """Caches designs and calibration games for one conformal system and background."""
 
     def __init__(self, system: ConformalSystem, background_size: int = 64, seed: int = 0,
-                 masking: MaskingPath = "auto", cache: GameCache | None = None) -> None:
+                 masking: MaskingPath = "auto", cache: GameCache | None = None,
+                 background_error: bool | None = None) -> None:
+        """background_error: compute the background's Monte Carlo standard errors (True),
+        never (False), or where a family component is masked by brute force (None)."""
         self.system = system
+        self.background_error = background_error
         self.seed = seed
         self.background = draw_background(system.fitted.training_rows, background_size, seed)
         # The point model rides along so its plain prediction can use tree tables too.
@@ -314,6 +356,8 @@ class Explainer:
         self._patient_games: BoundedCache[Query, PatientGames] = BoundedCache(PATIENT_GAMES_KEPT)
         self._masking_checks: dict[tuple, float] = {}
         self._redrawn: tuple[int, tuple[MaskedEvaluator, ...]] = (0, ())
+        self._batch_evaluators: tuple[MaskedEvaluator, ...] | None = None
+        self._batch_games: dict[tuple, list[CalibrationGame | None]] = {}
 
     def with_calibration(self, system: ConformalSystem) -> Explainer:
         """An explainer of the same fitted system on another calibration set.
@@ -328,6 +372,7 @@ class Explainer:
         other = copy.copy(self)
         other.system = system
         other._games = {}
+        other._batch_games = {}
         other._patient_games = BoundedCache(PATIENT_GAMES_KEPT)
         return other
 
@@ -461,7 +506,13 @@ class Explainer:
             started = time.perf_counter()
             self.evaluator.evaluate_by_row(probe, rows, names)
             seconds = (time.perf_counter() - started) / max(len(probe) * len(rows), 1)
-        return RunEstimate(cells, calibration_cells, seconds * cells, len(coalitions),
+        # The background's batches (background_error_on) mask every cell once more, over the
+        # same model rows in all: their time is counted, their cells move no meter.
+        extra = 0
+        if self.background_error_on() and self.background_batches():
+            done = (method, budget, groups) in self._batch_games
+            extra = len(coalitions) * ((0 if done else n_calibration) + n_patients)
+        return RunEstimate(cells, calibration_cells, seconds * (cells + extra), len(coalitions),
                            coalitions.shape[1], len(self.background), slow)
 
     def calibration_bootstrap(self, method: str, alpha: float, n_replicates: int,
@@ -525,6 +576,52 @@ class Explainer:
                 MaskedEvaluator(components, b, path=self.evaluator.path) for b in backgrounds))
         return self._redrawn[1]
 
+    def background_error_on(self) -> bool:
+        """Whether runs report the background's Monte Carlo standard errors: by default where
+        some component of the family is masked by brute force (its background is small)."""
+        if self.background_error is not None:
+            return self.background_error
+        return any(self.evaluator.path_of(name) == "brute"
+                   for name in self.system.family.components)
+
+    def background_batches(self) -> tuple[MaskedEvaluator, ...]:
+        """Evaluators of the family's components on BACKGROUND_BATCHES interleaved batches of
+        the run's own background (rows k, k + K, k + 2K, ...; fewer batches when the
+        background has fewer than 2K rows, none below 2 rows)."""
+        if self._batch_evaluators is None:
+            n_batches = min(BACKGROUND_BATCHES, len(self.background) // 2)
+            components = {name: self.system.fitted.components[name]
+                          for name in self.system.family.components}
+            self._batch_evaluators = tuple(
+                MaskedEvaluator(components, self.background[k::n_batches],
+                                path=self.evaluator.path)
+                for k in range(n_batches)) if n_batches >= 2 else ()
+        return self._batch_evaluators
+
+    def batch_calibration(self, method: str, alpha: float, budget: int | None = None,
+                          groups: Groups | None = None) -> FloatArray:
+        """(n_batches, n_players) φ_C on each batch of the background (family scale; NaN
+        for a batch the family refuses). Each batch's game is computed once per design."""
+        design = self.design(method, budget, groups)
+        key = (method, budget, groups)
+        if key not in self._batch_games:
+            games: list[CalibrationGame | None] = []
+            for evaluator in self.background_batches():
+                checkpoint()
+                try:
+                    with unmetered():  # reckoned in the estimate's seconds, not its cells
+                        games.append(CalibrationGame.compute(
+                            self.system.family, evaluator, self.system.calibration_rows,
+                            self.system.calibration_targets, design.coalitions))
+                except CpdecompError:
+                    games.append(None)  # undefined on this batch for the family: left out
+            self._batch_games[key] = games
+        out = np.full((len(self._batch_games[key]), len(self.player_names(groups))), np.nan)
+        for k, game in enumerate(self._batch_games[key]):
+            if game is not None:
+                out[k] = design.apply(game.values(alpha))
+        return out
+
     def masking_check(self, method: str, budget: int | None = None,
                       groups: Groups | None = None) -> float:
         """The run's own check of its fast paths, once per design: tree tables and closed
@@ -579,7 +676,16 @@ class Explainer:
                                 method, alpha, background_bootstrap, budget, groups)
                             if background_bootstrap > 0 else None,
                             background_evaluators=self.redrawn_evaluators(background_bootstrap)
-                            if background_bootstrap > 0 else ())
+                            if background_bootstrap > 0 else (),
+                            **self._batch_fields(method, alpha, budget, groups))
+
+    def _batch_fields(self, method: str, alpha: float, budget: int | None,
+                      groups: Groups | None) -> dict:
+        """PatientGames' batch fields when the background's Monte Carlo error is computed."""
+        if not self.background_error_on() or not self.background_batches():
+            return {}
+        return {"batch_calibration": self.batch_calibration(method, alpha, budget, groups),
+                "batch_evaluators": self.background_batches()}
 
     def _games_for(self, method: str, alpha: float, units: Units, budget: int | None,
                    groups: Groups | None, bootstrap: int = 0, background_bootstrap: int = 0,
@@ -659,6 +765,8 @@ class Explainer:
             n_calibration=self.system.n_calibration, background_size=len(self.background),
             masking_check_error=games.masking_check_error,
             calibration_bootstrap=calibration_bootstrap,
+            background_batches=(len(games.batch_evaluators)
+                                if games.batch_calibration is not None else 0),
         )
 
     def explain_rows(self, rows: FloatArray, method: str = "exact", alpha: float = 0.1,

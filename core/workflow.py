@@ -274,6 +274,7 @@ class Study:
             "calibration_level": d.calibration_level,
             "background_bootstrap": explanation.background_bootstrap,
             "background_level": d.background_level,
+            "background_batches": explanation.background_batches,
             "efficient": d.efficient,
             "sampled": d.total_se is not None,
             "n_evaluations": explanation.n_evaluations,

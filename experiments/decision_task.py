@@ -170,6 +170,14 @@ def score_draw(views: dict[str, FloatArray], width: FloatArray, truth: np.ndarra
                          float((chosen & (phi[:, columns] < 0)).sum()), float(chosen.sum())))
         rows.append((view, "false_alarm_pairs", float((phi[:, no_noise_role] > 0).sum()),
                      float(phi[:, no_noise_role].size)))
+        for role in DRIVER_ROLES:
+            # The mirror of false reassurance, for the symmetric rule (second amendment):
+            # (patient, driver-role feature) pairs where the feature is not a true driver of
+            # that patient, over every test patient, shown raising the width.
+            columns = roles == role
+            spared = ~truth[:, columns]
+            rows.append((view, f"false_alarm[{role}]",
+                         float((spared & (phi[:, columns] > 0)).sum()), float(spared.sum())))
         strongest = phi.max(axis=1)
         rows.append((view, "low_flagged", float((strongest[low] > LOW_FLAG).sum()),
                      float(low.sum())))
@@ -367,7 +375,8 @@ INSTANCE_NOT_RULE = "instance (rule not met)"
 """A unit where the instance view is better on some score and worse on none, but the rule does
 not hold (its false reassurance is not lower than the total's)."""
 GUARDED = ("false_alarm_pairs", "low_flagged")
-"""Scores the two-view reading must not be worse on (with matched-budget recall)."""
+"""Scores the two-view reading must not be worse on (with matched-budget recall, and under the
+symmetric rule the role's mirror error, `mirror_score`)."""
 
 
 def unit_name(row: pd.Series | dict) -> str:
@@ -375,8 +384,34 @@ def unit_name(row: pd.Series | dict) -> str:
             f"{row['role']} drivers")
 
 
+def primary_score(side: str, role: str) -> str | None:
+    """The error the total view is pushed towards on a unit's φ_C side (second amendment).
+
+    φ_T = φ_I + φ_C with φ_C one constant per feature on the log scale: φ_C < 0 pushes the
+    total towards showing a true driver as reducing uncertainty (false reassurance), φ_C > 0
+    towards showing the feature raising the width where it is not a driver (false alarms).
+    Near-zero units are reported and not judged.
+    """
+    if side == "negative":
+        return f"false_reassurance[{role}]"
+    if side == "positive":
+        return f"false_alarm[{role}]"
+    return None
+
+
+def mirror_score(side: str, role: str) -> str | None:
+    """The other error of the role, which the instance view pays on that side by the same
+    algebra: a guard (the instance view must not be significantly worse on it)."""
+    if side == "negative":
+        return f"false_alarm[{role}]"
+    if side == "positive":
+        return f"false_reassurance[{role}]"
+    return None
+
+
 def rule_units(scores: pd.DataFrame, tests: pd.DataFrame) -> pd.DataFrame:
-    """The pre-registered rule per (cell at the primary α, driver role), and who wins there."""
+    """The symmetric rule (second amendment) per (cell at the primary α, driver role), the
+    first amendment's rule beside it (`old_rule_*`), and who wins there."""
     rows = []
     if tests.empty:
         return pd.DataFrame(rows)
@@ -398,15 +433,20 @@ def rule_units(scores: pd.DataFrame, tests: pd.DataFrame) -> pd.DataFrame:
             side = ("negative" if phi_row["high"] < 0 else
                     "positive" if phi_row["low"] > 0 else "near zero")
             reassurance = f"false_reassurance[{role}]"
+            primary, mirror = primary_score(side, role), mirror_score(side, role)
 
-            holds = {}
+            holds, old = {}, {}
             for view in ("instance", "joint"):
                 comparison = f"{view} − total"
-                better = _better(cell, comparison, reassurance) == "first"
-                not_worse = all(_better(cell, comparison, g) != "second"
-                                for g in (*GUARDED, *recall))
-                holds[view] = better and not_worse
-            judged = [reassurance, *GUARDED, *recall, *(f"precision@{k}" for k in PRECISION_K)]
+                guards = (*GUARDED, *recall)
+                old[view] = (_better(cell, comparison, reassurance) == "first"
+                             and all(_better(cell, comparison, g) != "second" for g in guards))
+                holds[view] = (primary is not None and mirror is not None
+                               and _better(cell, comparison, primary) == "first"
+                               and all(_better(cell, comparison, g) != "second"
+                                       for g in (*guards, mirror)))
+            judged = [reassurance, f"false_alarm[{role}]", *GUARDED, *recall,
+                      *(f"precision@{k}" for k in PRECISION_K)]
             against_total = [_better(cell, "instance − total", g) for g in judged]
             against_fixed = [_better(cell, "instance − fixed-q̂", g) for g in judged]
             if holds["instance"]:
@@ -426,15 +466,19 @@ def rule_units(scores: pd.DataFrame, tests: pd.DataFrame) -> pd.DataFrame:
                           INSTANCE_NOT_RULE if found == {"first"} else "none")
             row = {**labels, "role": role, "phi_C": phi_row["estimate"],
                    "phi_C_low": phi_row["low"], "phi_C_high": phi_row["high"], "side": side,
+                   "primary_score": primary or "",
                    "holds_instance": holds["instance"], "holds_joint": holds["joint"],
+                   "old_rule_instance": old["instance"], "old_rule_joint": old["joint"],
                    "winner": winner}
-            for comparison in ("instance − total", "joint − total", "instance − fixed-q̂"):
-                hit = cell[(cell["comparison"] == comparison) & (cell["score"] == reassurance)]
-                if len(hit):
-                    h = hit.iloc[0]
-                    short = comparison.replace(" − ", "_minus_")
-                    row.update({f"FR_{short}": h["estimate"], f"FR_{short}_low": h["low"],
-                                f"FR_{short}_high": h["high"], f"FR_{short}_p_holm": h["p_holm"]})
+            for prefix, score in (("FR", reassurance), ("FA", f"false_alarm[{role}]")):
+                for comparison in ("instance − total", "joint − total", "instance − fixed-q̂"):
+                    hit = cell[(cell["comparison"] == comparison) & (cell["score"] == score)]
+                    if len(hit):
+                        h = hit.iloc[0]
+                        short = f"{prefix}_" + comparison.replace(" − ", "_minus_")
+                        row.update({short: h["estimate"], f"{short}_low": h["low"],
+                                    f"{short}_high": h["high"],
+                                    f"{short}_p_holm": h["p_holm"]})
             rows.append(row)
     return pd.DataFrame(rows)
 

@@ -136,26 +136,33 @@ def reversal_scatter(results: SignResults, columns: int = 3) -> go.Figure:
 
 
 def decision_units(results: DecisionResults) -> go.Figure:
-    """False reassurance, instance − total, per unit at α = 0.1, coloured by φ_C's side."""
+    """Per unit at α = 0.1, instance − total on both errors of the role: false reassurance
+    (circles) and false alarms (crosses), coloured by φ_C's side. The symmetric rule judges
+    the first where φ_C < 0 and the second where φ_C > 0."""
     units = results.units
     figure = go.Figure()
     if units.empty:
         return figure
     colors = {"negative": "#1f77b4", "positive": "#d62728", "near zero": "#7f7f7f"}
-    for side, part in units.groupby("side", sort=False):
-        labels = [f"{r.model} n={int(r.n_cal)} {r.setting} {r.role}" for r in part.itertuples()]
-        figure.add_scatter(
-            x=labels, y=part["FR_instance_minus_total"], mode="markers", name=f"φ_C {side}",
-            marker={"color": colors.get(side, "#000000"), "size": 8},
-            error_y={"type": "data", "symmetric": False,
-                     "array": part["FR_instance_minus_total_high"]
-                     - part["FR_instance_minus_total"],
-                     "arrayminus": part["FR_instance_minus_total"]
-                     - part["FR_instance_minus_total_low"]})
+    for prefix, name, symbol in (("FR", "false reassurance", "circle"),
+                                 ("FA", "false alarms", "x")):
+        column = f"{prefix}_instance_minus_total"
+        if column not in units:
+            continue
+        for side, part in units.groupby("side", sort=False):
+            labels = [f"{r.model} n={int(r.n_cal)} {r.setting} {r.role}"
+                      for r in part.itertuples()]
+            figure.add_scatter(
+                x=labels, y=part[column], mode="markers", name=f"{name}, φ_C {side}",
+                marker={"color": colors.get(side, "#000000"), "size": 8, "symbol": symbol},
+                error_y={"type": "data", "symmetric": False,
+                         "array": part[f"{column}_high"] - part[column],
+                         "arrayminus": part[column] - part[f"{column}_low"]})
     figure.add_hline(y=0, line_dash="dot")
     figure.update_layout(height=560, yaxis_tickformat=".0%", xaxis_tickangle=-60,
-                         title="Claim 2: false reassurance, instance − total, per unit (α = 0.1)",
-                         yaxis_title="below 0: instance reassures less<br>(95 % paired "
+                         title="Claim 2: instance − total per unit (α = 0.1): false reassurance "
+                               "(judged where φ_C < 0) and false alarms (judged where φ_C > 0)",
+                         yaxis_title="below 0: the instance view errs less<br>(95 % paired "
                          "bootstrap over draws)")
     return figure
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.config import PRIMARY_ALPHA, ExperimentConfig
-from experiments.decision_task import DecisionResults
+from experiments.decision_task import SETTINGS, DecisionResults
 from experiments.identity_grid import GridResults
 from experiments.sign_opposition import ANY, NULL_LEVEL, NULL_POOLED, POOLED, REAL, SignResults
 from experiments.verdicts import Verdict
@@ -207,15 +207,23 @@ def decision_section(results: DecisionResults, config: ExperimentConfig) -> str:
                 r["model"], int(r["n_cal"]), r["setting"], r["role"],
                 f"{r['phi_C']:+.3f} [{r['phi_C_low']:+.3f}, {r['phi_C_high']:+.3f}]", r["side"],
                 _difference(r, "FR_instance_minus_total"),
+                _difference(r, "FA_instance_minus_total"),
                 _difference(r, "FR_instance_minus_fixed-q̂"),
                 "yes" if r["holds_instance"] else "", "yes" if r["holds_joint"] else "",
+                "yes" if r.get("old_rule_instance") or r.get("old_rule_joint") else "",
                 r["winner"],
             ])
         out += [f"Per unit (α = {PRIMARY_ALPHA}): false reassurance (FR) of the role's true "
-                "drivers, paired difference with its 95 % interval and Holm-adjusted p.", "",
+                "drivers and false alarms (FA) on the role's features where they drive no "
+                "noise, paired difference with its 95 % interval and Holm-adjusted p. The "
+                "symmetric rule (second amendment) judges FR where φ_C < 0 and FA where "
+                "φ_C > 0, with the other as a guard; \"old rule\" is the first amendment's "
+                "FR-only rule, which φ_C's sign decided.", "",
                 markdown_table(["components", "n_cal", "setting", "role", "mean φ_C (log)",
-                                "φ_C side", "FR instance − total", "FR instance − fixed-q̂",
-                                "holds (instance)", "holds (joint)", "winner"], rows), ""]
+                                "φ_C side", "FR instance − total", "FA instance − total",
+                                "FR instance − fixed-q̂", "holds (instance)", "holds (joint)",
+                                "old rule", "winner"], rows), ""]
+        out += null_section(results)
     tests = _alpha(results.comparisons) if not results.comparisons.empty else \
         results.comparisons
     if not tests.empty:
@@ -232,6 +240,39 @@ def decision_section(results: DecisionResults, config: ExperimentConfig) -> str:
                                  int(r["no difference"])] for (c, sc), r in tally.iterrows()]),
                 ""]
     return "\n".join(out)
+
+
+def null_section(results: DecisionResults) -> list[str]:
+    """The homoscedastic null's false alarms per cell and view (α = the primary one)."""
+    s, tests = results.scores, results.comparisons
+    if s.empty or tests.empty:
+        return []
+    nulls = {x.name for x in SETTINGS if x.null}
+    s = _alpha(s[s["setting"].isin(nulls)])
+    tests = _alpha(tests[tests["setting"].isin(nulls)])
+    rows = []
+    for (model, n_cal), cell in s.groupby(["model", "n_cal"], sort=False):
+        row: list[object] = [model, int(n_cal)]
+        for score in ("false_alarm_pairs", "low_flagged"):
+            for view in ("instance", "total"):
+                hit = cell[(cell["view"] == view) & (cell["score"] == score)]
+                row.append("" if hit.empty else ratio(*hit.iloc[0][["estimate", "low", "high"]]))
+            t = tests[(tests["model"] == model) & (tests["n_cal"] == n_cal)
+                      & (tests["comparison"] == "instance − total") & (tests["score"] == score)]
+            row.append("" if t.empty else
+                       f"{t.iloc[0]['estimate'] * 100:+.1f} pp [{t.iloc[0]['low'] * 100:+.1f}, "
+                       f"{t.iloc[0]['high'] * 100:+.1f}], p = {t.iloc[0]['p_holm']:.2g}")
+        rows.append(row)
+    if not rows:
+        return []
+    return ["Homoscedastic null (every γ = 0: no true driver, every flag a false alarm), "
+            f"α = {PRIMARY_ALPHA}: (patient, feature) pairs shown raising the width, and "
+            "low-uncertainty patients with some feature shown raising it ≥ 25 %; Holm-adjusted "
+            "p. Reported, not part of the rule: a negative φ_C lowers the total, so the instance "
+            "view raises more features here.", "",
+            markdown_table(["components", "n_cal", "false alarms: instance", "total",
+                            "instance − total", "low flagged: instance", "total",
+                            "instance − total"], rows), ""]
 
 
 def _difference(row: pd.Series, name: str) -> str:

@@ -10,12 +10,18 @@
   reproduced when on none. (The rule it replaces — pooled opposite share above 10 %, some
   feature reversed above 5 % — was met by pure-noise columns too: it could not fail.)
 * Claim 2 — the factorial design pre-registered in experiments/claim2_preregistration.md (with
-  its dated amendment). Per (cell at alpha = 0.1, driver role) unit, the claim holds when the
-  instance view (or the joint min(φ_I, φ_T) reading) has lower false reassurance than the total
-  (Holm-adjusted) and is not worse on false alarms or matched-budget recall. Reproduced when it
-  holds in every unit whose φ_C is settled negative and in every unit whose φ_C is settled
-  positive; partly when only on one side; not reproduced otherwise. Any significant recall
-  difference between views in a homoscedastic null cell marks the rule as broken. Units where
+  its dated amendments). The symmetric rule of the second amendment: per (cell at alpha = 0.1,
+  driver role) unit, the claim holds when the instance view (or the joint min(φ_I, φ_T)
+  reading) is lower than the total (Holm-adjusted) on the error φ_C's sign pushes the total
+  towards — false reassurance of the role's drivers where φ_C < 0, false alarms on the role's
+  features where φ_C > 0 — and is not worse on the other of the two, on the non-driver false
+  alarms, the low-uncertainty flags or matched-budget recall. (The first amendment's rule
+  scored false reassurance on both sides, so φ_C's sign decided every signed unit; it is still
+  reported as `old_rule_*`.) Reproduced when it holds in every unit whose φ_C is settled
+  negative and in every unit whose φ_C is settled positive; partly when only on one side; not
+  reproduced otherwise. The homoscedastic null's false alarms, instance − total, are reported.
+  Any significant recall difference between views in a homoscedastic null cell marks the rule
+  as broken. Units where
   the total or the fixed-q̂ comparator wins are listed by name.
 * Claim 3 — a software verification (v_T is defined as v_C + v_I and every method is linear, so
   the identity is algebra): every grid cell that ran passes (additivity ≤ 1e-10 of the width;
@@ -116,11 +122,19 @@ def decision_verdict(results: DecisionResults) -> Verdict:
     if not units.empty:
         for side, group in units.groupby("side", sort=False):
             holding = int((group["holds_instance"] | group["holds_joint"]).sum())
-            fr = group["FR_instance_minus_total"]
-            evidence.append(
-                f"φ_C {side}: the rule holds in {holding} of {len(group)} units; false "
-                f"reassurance instance − total from {fr.min() * 100:+.1f} to "
-                f"{fr.max() * 100:+.1f} pp (median {fr.median() * 100:+.1f} pp)")
+            old = int((group["old_rule_instance"] | group["old_rule_joint"]).sum())
+            prefix = {"negative": "FR", "positive": "FA"}.get(side)
+            line = (f"φ_C {side}: the symmetric rule holds in {holding} of {len(group)} units "
+                    f"(the first amendment's false-reassurance-only rule: {old})")
+            if prefix is not None:
+                name = {"FR": "false reassurance", "FA": "false alarms"}[prefix]
+                diff = group[f"{prefix}_instance_minus_total"]
+                line += (f"; its primary score, {name} of the role's features, instance − "
+                         f"total from {diff.min() * 100:+.1f} to {diff.max() * 100:+.1f} pp "
+                         f"(median {diff.median() * 100:+.1f} pp)")
+            else:
+                line += " — near-zero units are reported, not judged"
+            evidence.append(line)
             if side in sides:
                 sides[side] = list(group["holds_instance"] | group["holds_joint"])
         winners = units["winner"].value_counts()
@@ -145,6 +159,7 @@ def decision_verdict(results: DecisionResults) -> Verdict:
                         + ("" if broken.empty else " — the rule is broken: " + "; ".join(
                             f"{r.model}, n_cal={r.n_cal}, {r.comparison} {r.score}"
                             for r in broken.itertuples())))
+    evidence += null_false_alarms(tests)
     holds = {side: bool(v) and all(v) for side, v in sides.items()}
     if not broken.empty:
         status = "rule broken (the homoscedastic null passes)"
@@ -155,6 +170,28 @@ def decision_verdict(results: DecisionResults) -> Verdict:
     else:
         status = "not reproduced"
     return Verdict("2. clinical decision task", status, evidence)
+
+
+def null_false_alarms(tests: pd.DataFrame) -> list[str]:
+    """The homoscedastic null's false alarms, instance − total, per cell at the primary α:
+    with no true driver every feature shown raising the width is a false alarm (reported, not
+    part of the rule)."""
+    if tests.empty:
+        return []
+    nulls = {s.name for s in SETTINGS if s.null}
+    chosen = tests[tests["setting"].isin(nulls) & np.isclose(tests["alpha"], PRIMARY_ALPHA)
+                   & (tests["comparison"] == "instance − total")
+                   & (tests["score"] == "false_alarm_pairs")]
+    if chosen.empty:
+        return []
+    more = int((chosen["estimate"] > 0).sum())
+    significant = int(((chosen["estimate"] > 0) & (chosen["better"] == "second")).sum())
+    cells = "; ".join(f"{r.model}, n_cal={int(r.n_cal)}: {r.estimate * 100:+.1f} pp "
+                      f"[{r.low * 100:+.1f}, {r.high * 100:+.1f}], Holm p = {r.p_holm:.2g}"
+                      for r in chosen.itertuples())
+    return [f"homoscedastic null, false alarms ((patient, feature) pairs shown raising the "
+            f"width), instance − total: the instance view has more in {more} of {len(chosen)} "
+            f"cells, Holm-significantly in {significant} ({cells})"]
 
 
 def identity_verdict(results: GridResults) -> Verdict:

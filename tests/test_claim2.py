@@ -62,11 +62,20 @@ def test_score_draw_counts_by_hand():
     assert got["instance", "false_reassurance[dual]"] == (1.0, 1.0)
     assert got["instance", "false_reassurance[noise-only]"] == (0.0, 1.0)
     assert got["instance", "false_alarm_pairs"] == (3.0, 8.0)         # 0.3, 0.4, 0.1 > 0
+    # The mirror of false reassurance: a driver-role feature shown raising the width for a
+    # patient it does not drive (every patient; patient 0's drivers are not counted).
+    assert got["instance", "false_alarm[dual]"] == (0.0, 3.0)
+    assert got["instance", "false_alarm[noise-only]"] == (0.0, 3.0)
     assert got["instance", "low_flagged"] == (0.0, 2.0)               # patients 2, 3: < ln 1.25
     assert got["instance", "precision@1"] == (1.0, 1.0)               # top is noise-only 0.5
     assert got["instance", "precision@3"] == (1.0, 2.0)               # 0.5 true, 0.3 not
     assert got["instance", "recall@0.25"] == (1.0, 1.0)               # largest push: patient 0
     assert got[dt.WIDTH, "recall@0.25"] == (0.0, 1.0)                 # widest: patient 3
+    phi[1:, 1] = [0.2, 0.0, 0.3]
+    rows = dt.score_draw({"instance": phi}, np.array([1.0, 2.0, 3.0, 4.0]), truth, ROLES,
+                         sigma, config, np.random.default_rng(0))
+    got = {(v, s): (num, den) for v, s, num, den in rows}
+    assert got["instance", "false_alarm[noise-only]"] == (2.0, 3.0)
 
 
 def constructed(setting: str, views_of, draws: int = 10, phi_c=(-0.3, 0.3)) -> pd.DataFrame:
@@ -137,23 +146,75 @@ def test_one_way_gains_of_the_instance_view_off_the_rule_are_not_called_mixed():
     assert not units["holds_instance"].any() and verdict.status == "not reproduced"
 
 
+def offset(instance: np.ndarray, phi_c=(-0.3, 0.3)) -> np.ndarray:
+    """The total as the algebra makes it: φ_T = φ_I + φ_C, one constant per feature (the dual
+    and noise-only columns get the cell's φ_C, the others 0)."""
+    return instance + np.array([*phi_c, 0.0, 0.0])
+
+
 def test_the_rule_passes_only_when_the_instance_view_wins_on_both_sides_of_phi_c():
-    def instance_wins(roles_hidden):
+    # Dual drivers: φ_C = −0.3 pushes the total to hide them (false reassurance); noise-only:
+    # φ_C = +0.3 pushes the total to raise them where they are no driver (false alarms).
+    def instance_wins(near_zero_where):
         def make(truth, high, rng):
             instance = base(truth, rng)
-            total = instance.copy()
-            for j in roles_hidden:  # the total shows these drivers as reducing uncertainty
-                total[:, j] = np.where(truth[:, j], -0.5, total[:, j])
-            return views(instance, total)
+            for j in near_zero_where:  # instance values the offset moves across zero
+                instance[:, j] = np.where(truth[:, j], 0.15, -0.15) + rng.normal(
+                    scale=0.01, size=len(truth))
+            return views(instance, offset(instance))
         return make
 
     units, verdict = judged(constructed("|β|=0.8 same", instance_wins([0, 1])))
     assert set(units["side"]) == {"negative", "positive"}
+    assert list(units["primary_score"]) == ["false_reassurance[dual]",
+                                            "false_alarm[noise-only]"]
     assert units["holds_instance"].all() and verdict.status == "reproduced"
-    # Only the dual drivers (φ_C < 0) are hidden by the total: one side, partly.
+    # The first amendment's rule (false reassurance on both sides) cannot hold where φ_C > 0.
+    assert list(units["old_rule_instance"]) == [True, False]
+    # Only the dual drivers are moved across zero: the positive side has no gain, partly.
     units, verdict = judged(constructed("|β|=0.8 same", instance_wins([0])))
     assert list(units["holds_instance"]) == [True, False]
     assert verdict.status == "partly reproduced"
+
+
+def test_the_symmetric_rule_can_say_the_claim_loses_on_either_side():
+    """φ_C's sign does not decide it: where the offset moves both a role's drivers and its
+    non-driver pairs across zero, the instance view's gain on one error is paid on the other,
+    and the rule says "loses" on both sides."""
+    def trade_off(truth, high, rng):
+        # Dual (φ_C < 0): instance +0.15 everywhere → the total hides the drivers (the instance
+        # view wins on false reassurance) but the instance view raises every non-driver pair.
+        # Noise-only (φ_C > 0): instance −0.15 everywhere → the instance view spares the
+        # non-driver pairs but hides the drivers.
+        instance = base(truth, rng)
+        noise = rng.normal(scale=0.01, size=len(truth))
+        instance[:, 0] = 0.15 + noise
+        instance[:, 1] = -0.15 + noise
+        return views(instance, offset(instance))
+
+    units, verdict = judged(constructed("|β|=0.8 same", trade_off))
+    assert set(units["side"]) == {"negative", "positive"}
+    assert not (units["holds_instance"] | units["holds_joint"]).any()
+    assert verdict.status == "not reproduced"
+    assert any(line.startswith("the claim loses in 2 units") for line in verdict.evidence)
+    fr = units.set_index("role")["FR_instance_minus_total"]
+    fa = units.set_index("role")["FA_instance_minus_total"]
+    assert fr["dual"] < -0.9 and fa["dual"] > 0.9            # better on FR, worse on FA
+    assert fa["noise-only"] < -0.9 and fr["noise-only"] > 0.9
+
+
+def test_the_null_false_alarms_are_reported():
+    def more_alarms(truth, high, rng):
+        instance = base(truth, rng)
+        instance[:, 0] = 0.1  # the instance view raises one feature for every patient
+        total = instance.copy()
+        total[:, 0] = -0.2    # a negative φ_C pulls it below zero in the total
+        return views(instance, total)
+
+    _, verdict = judged(constructed("null (homoscedastic)", more_alarms))
+    line = next(e for e in verdict.evidence if e.startswith("homoscedastic null, false alarms"))
+    assert "more in 1 of 1 cells, Holm-significantly in 1" in line
+    assert "gbm, n_cal=500: +25.0 pp" in line
 
 
 def test_a_null_where_one_view_finds_more_high_uncertainty_patients_breaks_the_rule():
