@@ -335,8 +335,14 @@ def model_encoder(names: Sequence[str], training_table: pd.DataFrame,
                     "before 3.1, say), so which code is which category cannot be told; refit "
                     "it on the text column as pandas categories with a current version")
             levels.setdefault(name, set()).update(known)
+    numbers: dict[str, set[float]] = {}
+    for model, kind in models.values():
+        for j, known_numbers in kind.number_categories(model).items():
+            if not _is_text(training_table[names[j]]):
+                numbers.setdefault(names[j], set()).update(known_numbers)
     return FeatureEncoder(names, unseen="refuse").fit(
-        training_table, {name: sorted(known) for name, known in levels.items()})
+        training_table, {name: sorted(known) for name, known in levels.items()},
+        {name: sorted(known) for name, known in numbers.items()})
 
 
 def _is_text(column: pd.Series) -> bool:
@@ -384,6 +390,14 @@ def system_from_models(family: str, models: Mapping[str, object], training_table
         if n_columns is not None and n_columns != len(names):
             raise CpdecompError(f"the {name} model reads {n_columns} columns; the training table "
                                 f"has {len(names)} feature columns: {', '.join(map(repr, names))}")
+    for name, model in given.items():
+        if kinds[name].name != "callable" and kinds[name].feature_names(model) is None:
+            # Nothing can check the order: say which columns it gets, where they go.
+            notes.append(f"the {name} model ({kinds[name].label}) carries no column names, so "
+                         "it is given the feature columns by their position: "
+                         f"{', '.join(map(repr, names))}; if it was fitted on another order, "
+                         "its predictions are wrong with no error (save it fitted on a "
+                         "DataFrame, or give the features in its order)")
     encoder = model_encoder(names, training_table, {n: (given[n], kinds[n]) for n in given})
     rows = encoder.transform(training_table)
     decoder = TableDecoder(encoder.kinds_)
