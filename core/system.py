@@ -349,6 +349,29 @@ def _is_text(column: pd.Series) -> bool:
     return not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column))
 
 
+def brought_features(models: Mapping[str, object],
+                     columns: Sequence[object]) -> tuple[str, ...] | None:
+    """The feature columns the brought models read, in their order and spelled as the table
+    spells them (LightGBM stores 'a b' as 'a_b'); None when no model names its columns. Models
+    that read different columns are refused, naming both lists."""
+    found: list[str] | None = None
+    first = ""
+    for name, model in models.items():
+        kind = model_kind(model)
+        names = kind.feature_names(model)
+        if names is None:
+            continue
+        spelled = {kind.spelled(str(c)): str(c) for c in columns}
+        mapped = [spelled.get(str(n), str(n)) for n in names]
+        if found is None:
+            found, first = mapped, name
+        elif mapped != found:
+            raise CpdecompError(f"the {first} and {name} models read different columns: "
+                                f"{', '.join(map(repr, found))} and "
+                                f"{', '.join(map(repr, mapped))}")
+    return None if found is None else tuple(found)
+
+
 def system_from_models(family: str, models: Mapping[str, object], training_table: pd.DataFrame,
                        target: str | None = None, features: Sequence[str] | None = None,
                        floors: Mapping[str, float] | None = None, seed: int = 0) -> FittedSystem:
