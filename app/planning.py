@@ -7,8 +7,8 @@ path is asked of a small model fitted by core (`has_fast_path`), not of a table 
 
 from __future__ import annotations
 
-import re
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,71 +17,24 @@ import pandas as pd
 import streamlit as st
 
 from cpdecomp import FAMILIES, build_design, fit_system, split_rows
+from cpdecomp.app import targets
+from cpdecomp.app.sources import Dataset, source_table
 from cpdecomp.core.attribution import METHODS
+from cpdecomp.core.data import target_values
+from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.games.masking import MaskingPath, has_fast_path
-from cpdecomp.core.models import model_kind
+from cpdecomp.core.models import Component, model_kind
+from cpdecomp.core.system import system_from_models
 from cpdecomp.core.workflow import FAST_BACKGROUND, SLOW_BACKGROUND, StudyOptions
 
 FEW_VALUES = 10
 """A target with fewer distinct values than this is a count or a grade more than a measure."""
 
-ID_NAMES = {"id", "patient", "patient_id", "subject", "subject_id", "mrn", "pid", "row",
-            "index", "record", "record_id"}
-
-
 # --- the target ---------------------------------------------------------------------------
 
-
-def _numeric(column: pd.Series) -> pd.Series | None:
-    """The column as numbers, or None when it is not a numeric (or boolean) column."""
-    if pd.api.types.is_bool_dtype(column):
-        return None
-    if not pd.api.types.is_numeric_dtype(column):
-        return None
-    return column.astype(float)
-
-
-def looks_like_id(name: str, column: pd.Series) -> bool:
-    """A column named like an identifier, or integers all distinct and in steps of one."""
-    lowered = str(name).strip().lower()
-    if lowered in ID_NAMES or lowered.endswith("_id") or lowered.endswith(" id"):
-        return True
-    values = _numeric(column)
-    if values is None:
-        return False
-    values = values.dropna()
-    if len(values) < 3 or not values.is_unique or not np.all(values == np.round(values)):
-        return False
-    ordered = np.sort(values.to_numpy())
-    return bool(np.all(np.diff(ordered) == 1))
-
-
-OUTCOME_NAMES = re.compile(r"^(y|outcome|target|response|label)$|outcome|stay|progression",
-                           re.IGNORECASE)
-"""Names that say "this is the outcome" (length of stay, disease progression)."""
-
-
-def choose_target(table: pd.DataFrame, used_before: Sequence[str] = ()) -> str | None:
-    """A sensible default target, among numeric columns that are not an id, a 0/1 flag or
-    constant: a name the user chose before, else a name that says it is an outcome, else the
-    column with the most distinct values (the last such column on ties: tables often end with
-    the outcome)."""
-    columns = [str(c) for c in table.columns]
-    fit = [name for name, column in zip(columns, table.columns, strict=True)
-           if _numeric(table[column]) is not None and table[column].nunique() > 2
-           and not looks_like_id(name, table[column])]
-    for name in reversed(list(used_before)):
-        if name in fit:
-            return name
-    named = [name for name in fit if OUTCOME_NAMES.search(name)]
-    if named:
-        return named[-1]
-    best, best_count = None, 2
-    for name, column in zip(columns, table.columns, strict=True):
-        count = int(table[column].nunique())
-        if name in fit and count >= best_count:
-            best, best_count = name, count
-    return best
+# One guesser for every source (a table, separate files, a table with model files): app.targets.
+choose_target = targets.choose_target
+looks_like_id = targets.looks_like_id
 
 
 def target_note(values: np.ndarray, target: str) -> str | None:
@@ -163,6 +116,8 @@ class MaskingPlan:
     slow_components: int
     has_link: bool = False
     """A component predicts through a log link (masked on its log scale unless 'response')."""
+    slow_names: tuple[str, ...] = ()
+    """The components masked by brute force (f, sigma, lo, hi), for the warning."""
 
 
 PROBE_ROWS = 60
@@ -182,17 +137,67 @@ def masking_plan(model: str, family: str, masking: MaskingPath = "auto") -> Mask
     table = pd.DataFrame(x, columns=["a", "b", "c"])
     system = fit_system(table, y, family=family, model=model, seed=0)
     # The point model rides along with the components (gamma's f is the point model itself).
-    components = {id(c): c for c in (system.point, *system.components.values())}
-    slow = [c for c in components.values() if not has_fast_path(c, masking)]
+    components = {name: c for name, c in system.components.items()}
+    if all(c is not system.point for c in components.values()):
+        components["f"] = system.point
+    return _slow_plan(components, masking, rng.normal(size=(20_000, 3)))
+
+
+USER_PROBE_ROWS = 200
+"""Rows of the table the user's own models are set up on to ask for their masking path."""
+USER_SPEED_ROWS = 5_000
+"""Rows a user's slow model predicts to measure its speed (its real rows, repeated)."""
+
+
+def _slow_plan(components: Mapping[str, Component], masking: MaskingPath,
+               rows: np.ndarray) -> MaskingPlan:
+    """Ask core which components have a fast path; time the others on the rows."""
     linked = any(c.link is not None for c in components.values())
+    slow = {name: c for name, c in components.items() if not has_fast_path(c, masking)}
     if not slow:
         return MaskingPlan(True, float("inf"), 0, linked)
-    rows = rng.normal(size=(20_000, 3))
     start = time.perf_counter()
-    for component in slow:
+    for component in slow.values():
         component.predict(rows)
     elapsed = max(time.perf_counter() - start, 1e-6)
-    return MaskingPlan(False, len(slow) * len(rows) / elapsed, len(slow), linked)
+    return MaskingPlan(False, len(slow) * len(rows) / elapsed, len(slow), linked,
+                       tuple(slow))
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def user_masking_plan(digest: str, options: StudyOptions, _dataset: Dataset) -> MaskingPlan:
+    """The masking path of the user's own models, read from the models themselves: they are
+    set up on a few rows of the table and core is asked whether each has a fast path (a
+    Pipeline one-hot encoding integer codes has one; one with a transformer core cannot read
+    does not), and a slow one's speed is measured on the table's own rows. `_dataset` is not
+    hashed: the digest stands for its content."""
+    models = _dataset.models or {}
+    table = source_table(_dataset)
+    target = options.target
+    y = target_values(table, target)
+    labelled = table[~np.isnan(y)].head(USER_PROBE_ROWS)
+    features = options.features or _dataset.model_features or tuple(
+        c for c in _dataset.columns if c not in (target, options.id_column))
+    with warnings.catch_warnings():  # a fitted sigma says so; the run says it again
+        warnings.simplefilter("ignore", UserWarning)
+        fitted = system_from_models(options.family, models, labelled, target=target,
+                                    features=list(features), seed=options.seed)
+    components = {name: c for name, c in fitted.components.items()}
+    components.setdefault("f", fitted.point)
+    repeats = -(-USER_SPEED_ROWS // max(len(fitted.training_rows), 1))
+    rows = np.tile(fitted.training_rows, (repeats, 1))[:USER_SPEED_ROWS]
+    return _slow_plan(components, options.masking, rows)
+
+
+def run_plan(dataset: Dataset | None, options: StudyOptions) -> MaskingPlan:
+    """The plan of the run's real models: the user's own when they brought files (a small
+    built-in fit says nothing about them), else the built-in model's."""
+    if dataset is not None and dataset.models:
+        try:
+            return user_masking_plan(dataset.digest, options, dataset)
+        except CpdecompError:
+            pass  # the run itself refuses these models, with the message
+    return masking_plan(options.model, options.family, options.masking)
 
 
 def has_link(model: str, family: str, user_models: Mapping[str, object] | None) -> bool:
@@ -287,6 +292,23 @@ def model_name(model: str, user_models: Mapping[str, object] | None = None) -> s
 
     kinds = list(dict.fromkeys(model_kind(m).label for m in user_models.values()))
     return ("your model: " if len(kinds) == 1 else "your models: ") + " + ".join(kinds)
+
+
+def user_models_label(user_models: Mapping[str, object], slow: Sequence[str]) -> str:
+    """The user's slow models, named for the warning: "Your model for f (scikit-learn
+    Pipeline)"."""
+    from cpdecomp.core.models import model_kind
+
+    named = [f"{name} ({model_kind(user_models[name]).label})" for name in slow
+             if name in user_models]
+    fitted = [name for name in slow if name not in user_models]
+    parts = []
+    if named:
+        parts.append(("Your model for " if len(named) == 1 else "Your models for ")
+                     + " and ".join(named))
+    if fitted:
+        parts.append("the " + " and ".join(fitted) + " model fitted here")
+    return " and ".join(parts) if parts else "Your model"
 
 
 def run_model_name() -> str:

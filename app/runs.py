@@ -331,7 +331,7 @@ def run_size(dataset: Dataset, config: RunConfig) -> RunSize:
     else:
         n_train, n_calibration, n_held_out = planning.split_sizes(labelled, options)
         n_explained = n_calibration + n_held_out + (len(target_array) - labelled)
-    plan = planning.masking_plan(options.model, options.family, options.masking)
+    plan = planning.run_plan(dataset, options)
     background = planning.background_size(options, n_train, plan.fast)
     coalitions: int | None = None
     design_error: str | None = None

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from cpdecomp import load_table
+from cpdecomp.app.targets import choose_target
 from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.model_files import PICKLE_SUFFIXES, READERS, load_model_file
 from cpdecomp.core.tables import LIMITS, TableLimits
@@ -176,13 +177,6 @@ def _logged(read: Callable[[], Dataset], n_bytes: int) -> Dataset:
     return dataset
 
 
-def guess_target(table: pd.DataFrame) -> str | None:
-    """The last numeric column that varies: tables usually put the outcome at the end."""
-    numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])
-               and table[c].nunique() > 1]
-    return str(numeric[-1]) if numeric else None
-
-
 def guess_id(table: pd.DataFrame) -> str | None:
     """A column whose name says it is an identifier and whose values are all distinct."""
     for column in table.columns:
@@ -217,7 +211,7 @@ def single_upload(name: str, content: bytes, limits: TableLimits = LIMITS) -> Da
         table = read_upload(name, content, limits)
         return Dataset(
             name=Path(name).name, patients=table, digest=content_digest([content]),
-            default_target=guess_target(table), default_id=guess_id(table),
+            default_target=choose_target(table), default_id=guess_id(table),
         )
     return _logged(read, len(content))
 
@@ -239,7 +233,7 @@ def separate_uploads(files: Sequence[tuple[str, bytes]],
         names = " / ".join(Path(name).name for name, _ in files)
         return Dataset(
             name=names, patients=patients, digest=content_digest([c for _, c in files]),
-            train=train, calibration=calibration, default_target=guess_target(train),
+            train=train, calibration=calibration, default_target=choose_target(train),
             default_id=guess_id(patients),
         )
     return _logged(read, sum(len(c) for _, c in files))
@@ -325,6 +319,25 @@ def model_columns(models: Mapping[str, Any], table: pd.DataFrame) -> tuple[str, 
     return tuple(columns)
 
 
+def position_note(models: Mapping[str, Any] | None, columns: Sequence[str]) -> str | None:
+    """A warning when a model file carries no column names: it is given the feature columns
+    by their position in the table, which nothing can check; None otherwise."""
+    from cpdecomp.core.models import model_kind
+
+    unnamed = [component for component, model in (models or {}).items()
+               if model_kind(model).feature_names(model) is None]
+    if not unnamed:
+        return None
+    which = " and ".join(MODEL_COMPONENTS[c].split(" (")[0].lower() for c in unnamed)
+    files = "file does" if len(unnamed) == 1 else "files do"
+    return (f"The {which} {files} not say which columns the model reads, so the feature "
+            f"columns are given to it by their position in the table: "
+            f"{', '.join(map(repr, columns))}. Nothing can check that this is the order it "
+            "was fitted on: if it is not, its predictions and every explanation are wrong, "
+            "with no error. Check the order and the target, or save the model with its "
+            "column names (fit it on a DataFrame).")
+
+
 def model_upload(table_file: tuple[str, bytes], model_files: Mapping[str, tuple[str, bytes]],
                  limits: TableLimits = LIMITS) -> Dataset:
     """One table to split, with fitted model files by component (f, sigma, lo, hi)."""
@@ -347,7 +360,7 @@ def model_upload(table_file: tuple[str, bytes], model_files: Mapping[str, tuple[
             digest=content_digest([content, *(
                 part for component in sorted(model_files)
                 for part in (component.encode(), model_files[component][1]))]),
-            default_target=guess_target(rest), default_id=guess_id(table),
+            default_target=choose_target(rest), default_id=guess_id(table),
             models=models, model_features=features,
         )
     return _logged(read, len(content) + sum(len(c) for _, c in model_files.values()))

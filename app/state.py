@@ -145,8 +145,13 @@ def set_dataset(dataset: Dataset, origin: tuple[str, ...]) -> None:
     columns = dataset.columns
     # A bundled sample names its outcome; for an upload the column is chosen from the data
     # (never an id, a 0/1 flag or a constant; a name used before wins).
+    # With model files, the columns the models read are features, not the outcome: the same
+    # guess the upload made (app.targets), with the names used before.
+    table = source_table(dataset)
+    if dataset.model_features:
+        table = table.drop(columns=list(dataset.model_features))
     target = dataset.default_target if origin[0] == "sample" else planning.choose_target(
-        source_table(dataset), state.get("used_targets", []))
+        table, state.get("used_targets", []))
     state["target_column"] = target or columns[-1]
     state["id_column"] = dataset.default_id or NO_ID
     state["all_features"] = True

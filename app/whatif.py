@@ -15,6 +15,7 @@ import pandas as pd
 
 from cpdecomp.app.runs import CALIBRATION_BOOTSTRAP
 from cpdecomp.app.state import Results
+from cpdecomp.core.data import number_text
 from cpdecomp.core.decomposition import in_units
 from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.explainer import Explanation
@@ -29,6 +30,8 @@ class Field:
     categories: tuple[str, ...] | None
     low: float | None
     high: float | None
+    numbers: bool = False
+    """Numbers a model reads as categories (integer codes): shown as '3', not '3.0'."""
 
 
 def fields(results: Results) -> list[Field]:
@@ -37,7 +40,7 @@ def fields(results: Results) -> list[Field]:
     out = []
     for j, kind in enumerate(fitted.encoder.kinds_):
         if kind.is_categorical:
-            out.append(Field(kind.name, tuple(kind.categories or ()), None, None))
+            out.append(Field(kind.name, tuple(kind.categories or ()), None, None, kind.numbers))
             continue
         column = fitted.training_rows[:, j]
         present = column[~np.isnan(column)]
@@ -57,7 +60,7 @@ def original_values(results: Results, position: int) -> dict[str, object]:
         elif field.categories is None:
             values[field.name] = float(value)
         else:
-            values[field.name] = str(value)
+            values[field.name] = number_text(value) if field.numbers else str(value)
     return values
 
 

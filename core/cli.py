@@ -38,10 +38,11 @@ from cpdecomp.core.explainer import RunEstimate
 from cpdecomp.core.games import MASKING_PATHS
 from cpdecomp.core.games.cache import CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV, shared_cache
 from cpdecomp.core.model_files import load_model_file
-from cpdecomp.core.models import MODELS
+from cpdecomp.core.models import MODELS, model_kind
 from cpdecomp.core.optional import require
 from cpdecomp.core.output import STDOUT, output_format, write_comparison, write_reports
 from cpdecomp.core.progress import RunProgress, duration
+from cpdecomp.core.system import brought_features
 from cpdecomp.core.tables import LIMITS, TableLimits, iter_table, load_table
 from cpdecomp.core.versions import library_versions
 from cpdecomp.core.workers import dask_scheduler, start_local_workers
@@ -420,6 +421,22 @@ def model_files(specs: list[str]) -> dict[str, object]:
     return models
 
 
+def brought_model_text(specs: Sequence[str], models: Mapping[str, object]) -> tuple[str, str]:
+    """How the log lines name the run's model: the brought files ('your f model, a
+    scikit-learn Pipeline from f.skops'), short in the summary ('your scikit-learn
+    Pipeline'); empty when none is brought."""
+    if not models:
+        return "", ""
+    paths = {spec.partition("=")[0].strip(): Path(spec.partition("=")[2]).name
+             for spec in specs}
+    kinds = {component: model_kind(model).label for component, model in models.items()}
+    each = [f"{component}: {kinds[component]} from {paths.get(component, '?')}"
+            for component in models]
+    labels = list(dict.fromkeys(kinds.values()))
+    return ("your model" + ("s" if len(models) > 1 else "") + f" ({'; '.join(each)})",
+            "your " + " + ".join(labels))
+
+
 def study_options(args: argparse.Namespace) -> tuple[StudyOptions, float]:
     """The study's options and alpha from the options explain and compare share, checked
     before any file is read or model fitted."""
@@ -497,7 +514,7 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
             study = prepare_study(data, options, train=train, calibration=calibration,
                                   alpha=alpha, models=models)
             n_patients = len(study.patients)
-        console.step(f"fitted {args.model} on {study.n_train:,} rows and calibrated "
+        console.step(f"{fitted_text(args, models, study.n_train)} and calibrated "
                      f"({args.family}, {study.system.n_calibration:,} rows); explaining "
                      f"{n_patients:,} patients with {args.method}")
         estimate = study.estimate(args.method, args.budget, groups, args.background_bootstrap)
@@ -519,10 +536,19 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
     where = "standard output" if args.out == STDOUT else args.out
     return (
         f"explained {n_patients} patients x {len(meta['features'])} features "
-        f"({meta['family']}, {args.model}, {meta['method']}, alpha={meta['alpha']:g}, "
+        f"({meta['family']}, {brought_model_text(args.model_file, models)[1] or args.model}, "
+        f"{meta['method']}, alpha={meta['alpha']:g}, "
         f"q_hat={meta['q_hat']:.4g}) in {time.perf_counter() - started:.1f} s -> {where}; "
         f"additivity error {meta['additivity_error']:.1e}"
     )
+
+
+def fitted_text(args: argparse.Namespace, models: Mapping[str, object], n_train: int) -> str:
+    """'fitted gbm on 1,200 rows', or what was done with the brought models."""
+    if not models:
+        return f"fitted {args.model} on {n_train:,} rows"
+    long, _ = brought_model_text(args.model_file, models)
+    return f"took {long} as given, with {n_train:,} training rows as the background pool"
 
 
 SAY_ESTIMATE_SECONDS = 5.0
@@ -587,7 +613,9 @@ def run_compare(args: argparse.Namespace, console: Console) -> str:
             where = "calibration file" if calibration is not None else "data"
             raise CpdecompError(f"--calibration-by {by!r} is not a column of the {where}"
                                 + did_you_mean(by, [str(c) for c in rows.columns]))
-        if options.features is None:  # the split's column is no feature unless asked for
+        named = brought_features(models, list((train if train is not None else data).columns)
+                                 ) if models else None
+        if options.features is None and named is None:  # the split's column is no feature
             chosen = choose_columns(train if train is not None else data, options.target,
                                     options.id_column, exclude=(by,))
             options = dataclasses.replace(options, features=chosen.features)
@@ -597,7 +625,7 @@ def run_compare(args: argparse.Namespace, console: Console) -> str:
                  + "".join(f", {len(t):,} rows of {n!r}" for n, t in against.items()))
     study = prepare_study(data, options, train=train, calibration=calibration, alpha=alpha,
                           models=models)
-    console.step(f"fitted {args.model} on {study.n_train:,} rows; comparing calibration sets "
+    console.step(f"{fitted_text(args, models, study.n_train)}; comparing calibration sets "
                  f"on {len(study.patients):,} patients with {args.method}")
     groups = [[n.strip() for n in text.split(",") if n.strip()] for text in args.group]
     progress = console.progress("comparing")

@@ -186,10 +186,20 @@ class FeatureKind:
 
     name: str
     categories: tuple[str, ...] | None = None
+    numbers: bool = False
+    """The categories are numbers (integer codes, say) that a user's model reads as categories
+    (a one-hot or ordinal encoder in its Pipeline): coded like text, so masking has tree tables
+    for them, and given back to the model as the numbers themselves."""
 
     @property
     def is_categorical(self) -> bool:
         return self.categories is not None
+
+
+def number_text(value: object) -> str:
+    """A number as a category name: '3' for 3 and 3.0 alike, else its shortest repr."""
+    number = float(value)  # type: ignore[arg-type]
+    return str(int(number)) if number.is_integer() else repr(number)
 
 
 UnseenCategory = Literal["missing", "refuse"]
@@ -208,9 +218,12 @@ class FeatureEncoder:
         self.unseen = unseen
 
     def fit(self, table: pd.DataFrame,
-            levels: Mapping[str, Sequence[str]] | None = None) -> FeatureEncoder:
+            levels: Mapping[str, Sequence[str]] | None = None,
+            number_levels: Mapping[str, Sequence[float]] | None = None) -> FeatureEncoder:
         """Learn each column's kind from the training rows; `levels` adds, per text column, the
-        categories a fitted model knows (they get codes even where the rows lack them)."""
+        categories a fitted model knows (they get codes even where the rows lack them);
+        `number_levels`, per numeric column, the numbers a fitted model reads as categories
+        (the column is then coded as categories of those numbers and the rows' own)."""
         kinds = []
         for name in self.features:
             column = table[name]
@@ -218,7 +231,10 @@ class FeatureEncoder:
                 raise CpdecompError(
                     f"feature {name!r} is entirely missing in the training rows; leave it out"
                 )
-            kinds.append(_feature_kind(name, column, (levels or {}).get(name, ())))
+            kind = _feature_kind(name, column, (levels or {}).get(name, ()))
+            if not kind.is_categorical and name in (number_levels or {}):
+                kind = _number_kind(name, column, (number_levels or {})[name])
+            kinds.append(kind)
         self.kinds_ = tuple(kinds)
         return self
 
@@ -293,7 +309,30 @@ def _feature_kind(name: str, column: pd.Series, known: Sequence[str] = ()) -> Fe
     return FeatureKind(name, categories)
 
 
+def _number_kind(name: str, column: pd.Series, known: Sequence[float]) -> FeatureKind:
+    """A numeric column a model reads as categories: its numbers (the rows' and the model's)
+    as categories in numeric order, or numeric as before when they are not all finite or too
+    many to code."""
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    numbers = np.unique(np.r_[values[~np.isnan(values)], np.asarray(known, dtype=float)])
+    numbers = numbers[~np.isnan(numbers)]
+    if not np.isfinite(numbers).all() or len(numbers) > MAX_CATEGORIES:
+        return FeatureKind(name)
+    texts = tuple(dict.fromkeys(number_text(v) for v in numbers))
+    return FeatureKind(name, texts, numbers=True)
+
+
+def _encode_numbers(column: pd.Series, kind: FeatureKind) -> FloatArray:
+    lookup = {category: float(code) for code, category in enumerate(kind.categories or ())}
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    # a cell that is no number or not one of the categories gets no code (unseen)
+    return np.array([np.nan if np.isnan(v) or np.isinf(v) else lookup.get(number_text(v), np.nan)
+                     for v in values], dtype=float)
+
+
 def _encode_column(column: pd.Series, kind: FeatureKind) -> FloatArray:
+    if kind.numbers:
+        return _encode_numbers(column, kind)
     if not kind.is_categorical:
         if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
             return column.to_numpy(dtype=float, na_value=np.nan)

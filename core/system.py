@@ -335,12 +335,41 @@ def model_encoder(names: Sequence[str], training_table: pd.DataFrame,
                     "before 3.1, say), so which code is which category cannot be told; refit "
                     "it on the text column as pandas categories with a current version")
             levels.setdefault(name, set()).update(known)
+    numbers: dict[str, set[float]] = {}
+    for model, kind in models.values():
+        for j, known_numbers in kind.number_categories(model).items():
+            if not _is_text(training_table[names[j]]):
+                numbers.setdefault(names[j], set()).update(known_numbers)
     return FeatureEncoder(names, unseen="refuse").fit(
-        training_table, {name: sorted(known) for name, known in levels.items()})
+        training_table, {name: sorted(known) for name, known in levels.items()},
+        {name: sorted(known) for name, known in numbers.items()})
 
 
 def _is_text(column: pd.Series) -> bool:
     return not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column))
+
+
+def brought_features(models: Mapping[str, object],
+                     columns: Sequence[object]) -> tuple[str, ...] | None:
+    """The feature columns the brought models read, in their order and spelled as the table
+    spells them (LightGBM stores 'a b' as 'a_b'); None when no model names its columns. Models
+    that read different columns are refused, naming both lists."""
+    found: list[str] | None = None
+    first = ""
+    for name, model in models.items():
+        kind = model_kind(model)
+        names = kind.feature_names(model)
+        if names is None:
+            continue
+        spelled = {kind.spelled(str(c)): str(c) for c in columns}
+        mapped = [spelled.get(str(n), str(n)) for n in names]
+        if found is None:
+            found, first = mapped, name
+        elif mapped != found:
+            raise CpdecompError(f"the {first} and {name} models read different columns: "
+                                f"{', '.join(map(repr, found))} and "
+                                f"{', '.join(map(repr, mapped))}")
+    return None if found is None else tuple(found)
 
 
 def system_from_models(family: str, models: Mapping[str, object], training_table: pd.DataFrame,
@@ -384,6 +413,14 @@ def system_from_models(family: str, models: Mapping[str, object], training_table
         if n_columns is not None and n_columns != len(names):
             raise CpdecompError(f"the {name} model reads {n_columns} columns; the training table "
                                 f"has {len(names)} feature columns: {', '.join(map(repr, names))}")
+    for name, model in given.items():
+        if kinds[name].name != "callable" and kinds[name].feature_names(model) is None:
+            # Nothing can check the order: say which columns it gets, where they go.
+            notes.append(f"the {name} model ({kinds[name].label}) carries no column names, so "
+                         "it is given the feature columns by their position: "
+                         f"{', '.join(map(repr, names))}; if it was fitted on another order, "
+                         "its predictions are wrong with no error (save it fitted on a "
+                         "DataFrame, or give the features in its order)")
     encoder = model_encoder(names, training_table, {n: (given[n], kinds[n]) for n in given})
     rows = encoder.transform(training_table)
     decoder = TableDecoder(encoder.kinds_)

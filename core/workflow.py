@@ -41,7 +41,12 @@ from cpdecomp.core.recalibration import (
     labelled_rows,
     split_calibration,
 )
-from cpdecomp.core.system import ConformalSystem, fit_system, system_from_models
+from cpdecomp.core.system import (
+    ConformalSystem,
+    brought_features,
+    fit_system,
+    system_from_models,
+)
 from cpdecomp.core.versions import library_versions
 
 CORRELATION_WARNING = 0.7
@@ -388,6 +393,12 @@ def _prepare(data: pd.DataFrame, options: StudyOptions, train: pd.DataFrame | No
     if (train is None) != (calibration is None):
         raise CpdecompError("give both --train and --calibration, or neither")
     data = data.reset_index(drop=True)  # row numbers are the patient ids when there is no id
+    if models and options.features is None:
+        # The models' own columns are the features: a table may hold others (the target, an
+        # id, a column the models do not read), as the dashboard allows.
+        own = brought_features(models, list((train if train is not None else data).columns))
+        if own is not None:
+            options = replace(options, features=own)
     columns = choose_columns(train if train is not None else data, options.target,
                              options.id_column, options.features)
     warnings: list[str] = []

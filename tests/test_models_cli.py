@@ -70,11 +70,24 @@ def test_a_pickle_file_is_refused_in_one_line(tmp_path, capsys):
 
 def test_a_model_that_does_not_fit_the_columns_is_refused_with_the_names(tmp_path, capsys):
     fit = write_tables(tmp_path)
-    model = xgb.XGBRegressor(n_estimators=5).fit(fit[["age"]], fit["y"])
+    # A column the model reads that the table lacks is refused by name. (A table column the
+    # model does not read is no longer refused: the model's own columns are the features when
+    # --features is absent; tests/test_cli_brought_features.py.)
+    model = xgb.XGBRegressor(n_estimators=5).fit(
+        fit[["age", "dose"]].rename(columns={"dose": "creatinine"}), fit["y"])
     model.save_model(tmp_path / "f.json")
     message = assert_bad_input(capsys, "explain", tmp_path / "data.csv", "--target", "y",
                                "--id-column", "patient_id", "--family", "absolute",
                                "--model-file", f"f={tmp_path / 'f.json'}", "--out",
+                               tmp_path / "out.csv")
+    assert "'creatinine'" in message
+    # --features given that the model was not fitted on: refused naming both
+    only_age = xgb.XGBRegressor(n_estimators=5).fit(fit[["age"]], fit["y"])
+    only_age.save_model(tmp_path / "age.json")
+    message = assert_bad_input(capsys, "explain", tmp_path / "data.csv", "--target", "y",
+                               "--id-column", "patient_id", "--family", "absolute",
+                               "--features", "age,dose",
+                               "--model-file", f"f={tmp_path / 'age.json'}", "--out",
                                tmp_path / "out.csv")
     assert "'dose'" in message
 

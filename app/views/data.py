@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from cpdecomp import choose_columns, target_values
-from cpdecomp.app import charts, housekeeping, planning, sources, state, widgets
+from cpdecomp.app import charts, housekeeping, planning, sources, state, targets, widgets
 from cpdecomp.app.text import markdown_text, people_number
 from cpdecomp.core.data import require_values, require_varied_target
 from cpdecomp.core.errors import CpdecompError
@@ -109,9 +109,8 @@ elif source == "model":
         current = state.current_dataset()
         if loaded and current is not None:
             # The study uses the models as given: their columns are the features, in their
-            # order, and the family is the one their components make.
-            if current.default_target:
-                st.session_state["target_column"] = current.default_target
+            # order, and the family is the one their components make (the target was guessed
+            # by set_dataset, as for every upload).
             if current.model_features is not None:
                 st.session_state["all_features"] = False
                 st.session_state["features"] = list(current.model_features)
@@ -210,9 +209,11 @@ else:
     st.success(markdown_text(
         f"Target {choice.target!r}, {len(choice.features)} features, patients named by "
         f"{choice.id_column or 'row number'}."))
-    note = planning.target_note(values, target)
-    if note:
-        st.warning(markdown_text(note))
+    for note in (planning.target_note(values, target),
+                 targets.censored_time_note(source_table, target),
+                 sources.position_note(dataset.models, choice.features)):
+        if note:
+            st.warning(markdown_text(note))
 
     st.subheader("What the outcome can be")
     # Also the first chart a session meets, on the page it opens on: the browser loads its

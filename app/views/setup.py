@@ -6,7 +6,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from cpdecomp import FAMILIES, MODELS, target_values
-from cpdecomp.app import planning, runs, state, widgets
+from cpdecomp.app import planning, runs, state, targets, widgets
 from cpdecomp.app.text import markdown_text
 from cpdecomp.core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
 from cpdecomp.core.errors import CpdecompError
@@ -53,9 +53,10 @@ except CpdecompError as error:  # the Data page says what is wrong with the targ
     st.error(markdown_text(str(error)))
     st.page_link("views/data.py", label="Back to Data", icon=":material/table:")
     st.stop()
-note = planning.target_note(target_array, target)
-if note:
-    st.warning(markdown_text(note))
+for note in (planning.target_note(target_array, target),
+             targets.censored_time_note(source_table, target)):
+    if note:
+        st.warning(markdown_text(note))
 family_options, family_note = planning.families_that_run(target_array)
 state.ensure_choice("cp_family", family_options, state.DEFAULTS["cp_family"])
 
@@ -129,7 +130,7 @@ with right:
                             "where this is cheap; 64 where every row costs model runs.")
     config = state.run_config(dataset)
     options = config.options
-    plan = planning.masking_plan(options.model, options.family, options.masking)
+    plan = planning.run_plan(dataset, options)
     size = state.run_size(dataset, config)
     n_train, n_explained, used_background = size.n_train, size.n_explained, size.background
     if auto:
@@ -190,15 +191,22 @@ if not plan.fast:
                 f" Expected time on this machine: {planning.rounded_seconds(seconds)} "
                 f"({n_explained:,} rows × {used_background} background rows per feature "
                 "combination, at the measured model speed).")
-    what = (f"{MODELS[options.model].label} with the {options.family} family, its left-out "
-            "features averaged on the outcome's own scale," if options.masking == "response"
-            else f"{MODELS[options.model].label} with the {options.family} family")
+    user_models = getattr(dataset, "models", None)
+    label = (planning.user_models_label(user_models, plan.slow_names) if user_models
+             else f"{MODELS[options.model].label} with the {options.family} family")
+    what = (f"{label}, its left-out features averaged on the outcome's own scale,"
+            if options.masking == "response" else label)
     faster = ("Averaging on the model's log scale (untick the box above), a smaller "
               "background or a sampling method is faster." if options.masking == "response"
-              else "A smaller background, a sampling method or another family is faster.")
-    st.warning(markdown_text(
-        f"{what} has no fast exact way to remove features: every removal runs the model on "
-        f"many mixed rows (brute force).{expected} {faster}"))
+              else "A smaller background or a sampling method is faster"
+              + (" (the user guide's page on bringing a model lists the models and "
+                 "preprocessing steps that are fast)." if user_models else
+                 ", and so is another family."))
+    verb = "have" if user_models and len(plan.slow_names) > 1 else "has"
+    with st.container(key="slow_path_warning"):
+        st.warning(markdown_text(
+            f"{what} {verb} no fast exact way to remove features: every removal runs the model "
+            f"on many mixed rows (brute force).{expected} {faster}"))
 
 
 HIDE_RUN_BUTTON = "<style>.st-key-run { display: none; }</style>"

@@ -7,6 +7,17 @@ import numpy as np
 from cpdecomp.core.conformal.base import Components, Scale, require_finite, require_positive
 from cpdecomp.core.typing import FloatArray
 
+SIGMA_NOT_POSITIVE_FIX = (
+    "sigma is the patient's expected spread, so it must stay above 0. Give a difficulty model "
+    "that cannot predict 0 or less (one with a log link, such as "
+    "HistGradientBoostingRegressor(loss='poisson') fitted to |y - f|, or a model of "
+    "log |y - f| whose prediction is exponentiated); or give no difficulty model, and cpdecomp "
+    "fits its own; or floor yours from Python (system_from_models(..., "
+    "floors={'sigma': 0.01})); or use the absolute family, which needs no sigma"
+)
+"""What a user whose own sigma model predicts 0 or less can do (there is no floor setting in
+the command line or the dashboard: a user's model is used as given)."""
+
 
 class NormalizedResidual:
     name = "normalized"
@@ -39,7 +50,7 @@ class NormalizedResidual:
             require_finite(comps["f"], "the point prediction f", where)
         require_positive(
             comps["sigma"], "the difficulty model sigma", where,
-            "raise the sigma floor or use the absolute family",
+            SIGMA_NOT_POSITIVE_FIX,
         )
 
     def check_quantile(self, q: FloatArray, where: str) -> None:

@@ -54,14 +54,23 @@ def _lightgbm_codes(model: Any, decoder) -> Callable[[pd.DataFrame], np.ndarray]
     return transform
 
 
+def _numbers(frame: pd.DataFrame) -> np.ndarray:
+    return frame.to_numpy(dtype=float)
+
+
 def _bare(ensemble: LeafEnsemble, predictor: UserModelPredictor) -> LeafEnsemble | None:
     decoder = predictor.decoder
-    if not decoder.has_categories:
+    if not decoder.has_categories and not decoder.has_coded_numbers:
         return ensemble
-    if predictor.kind.name != "lightgbm":
-        return None  # text columns read as pandas categories by scikit-learn or XGBoost
     n = len(decoder.kinds)
     identity = ColumnSources(tuple(range(n)), (True,) * n)
+    if not decoder.has_categories:
+        # Numbers coded as categories for another model: its splits on their values are
+        # rewritten as tests on the codes.
+        return rewrite(ensemble, PreprocessedInputs(_numbers, identity, decoder,
+                                                    numeric_as_is=True))
+    if predictor.kind.name != "lightgbm":
+        return None  # text columns read as pandas categories by scikit-learn or XGBoost
     return rewrite(ensemble, PreprocessedInputs(
         _lightgbm_codes(predictor.model, decoder), identity, decoder, "category",
         numeric_as_is=True))

@@ -170,6 +170,10 @@ class ModelKind:
     reads as categories (an empty tuple: categories without text names, e.g. numbers), {} when
     it reads none, or None when it cannot tell: the background pool may lack a rare category,
     and the encoder must still give it a code."""
+    number_categories: Callable[[Any], dict[int, tuple[float, ...]]] = lambda model: {}
+    """The numbers the model reads as categories (integer codes one-hot encoded in a
+    Pipeline), by the position of the raw numeric column: coded as categories, they get tree
+    tables where the model's splits on their one-hot columns would need brute force."""
 
 N_TREES = 100
 MAX_LEAVES = 31

@@ -124,9 +124,27 @@ def _column_transformer(transformer: ColumnTransformer, inputs: ColumnSources) -
     return ColumnSources(tuple(source), tuple(monotone))
 
 
-def _collect_categories(transformer: Any, inputs: ColumnSources,
-                        found: dict[int, tuple[str, ...]]) -> ColumnSources:
-    """Record the text categories of every encoder whose inputs are raw columns (through
+Found = tuple[dict[int, tuple[str, ...]], dict[int, tuple[float, ...]]]
+"""Per raw column, the text categories and the numeric categories of the encoders reading it."""
+
+
+def number_levels(values: Any) -> tuple[float, ...]:
+    """The numbers among a model's fitted categories (integer codes, say; not missing)."""
+    found = []
+    for v in values:
+        if isinstance(v, bool | np.bool_) or isinstance(v, str):
+            continue
+        try:
+            number = float(v)
+        except (TypeError, ValueError):
+            continue
+        if not np.isnan(number):
+            found.append(number)
+    return tuple(found)
+
+
+def _collect_categories(transformer: Any, inputs: ColumnSources, found: Found) -> ColumnSources:
+    """Record the categories of every encoder whose inputs are raw columns (through
     column-wise steps), and return the sources of the transformer's outputs."""
     if isinstance(transformer, Pipeline):
         for _, step in transformer.steps:
@@ -147,22 +165,37 @@ def _collect_categories(transformer: Any, inputs: ColumnSources,
         return _through(transformer, inputs)
     if isinstance(transformer, OneHotEncoder | OrdinalEncoder):
         seen = getattr(transformer, "categories_", None)
+        text, numbers = found
         if seen is not None and len(seen) == len(inputs.source):
             for source, levels in zip(inputs.source, seen, strict=True):
-                found[source] = tuple(sorted({*found.get(source, ()), *text_levels(levels)}))
+                text[source] = tuple(sorted({*text.get(source, ()), *text_levels(levels)}))
+                known = number_levels(levels)
+                if known:
+                    numbers[source] = tuple(sorted({*numbers.get(source, ()), *known}))
     return _through(transformer, inputs)
 
 
-def encoder_categories(preprocessing: Any, n_columns: int) -> dict[int, tuple[str, ...]]:
-    """The text categories the preprocessing's encoders (OneHotEncoder, OrdinalEncoder) were
-    fitted with, by raw column; columns reached only through other transformers are absent."""
-    found: dict[int, tuple[str, ...]] = {}
+def _encoders(preprocessing: Any, n_columns: int) -> Found:
+    found: Found = ({}, {})
     try:
         _collect_categories(preprocessing,
                             ColumnSources(tuple(range(n_columns)), (True,) * n_columns), found)
     except _Unsupported:
         pass  # encoders found before an untraceable step still count
     return found
+
+
+def encoder_categories(preprocessing: Any, n_columns: int) -> dict[int, tuple[str, ...]]:
+    """The text categories the preprocessing's encoders (OneHotEncoder, OrdinalEncoder) were
+    fitted with, by raw column; columns reached only through other transformers are absent."""
+    return _encoders(preprocessing, n_columns)[0]
+
+
+def encoder_numbers(preprocessing: Any, n_columns: int) -> dict[int, tuple[float, ...]]:
+    """The numbers the preprocessing's encoders were fitted with as categories (a one-hot
+    encoder of integer codes), by raw column: such a column is coded as categories, so its
+    one-hot columns get tree tables, not brute force."""
+    return _encoders(preprocessing, n_columns)[1]
 
 
 def column_sources(preprocessing: Any, n_columns: int) -> ColumnSources | None:

@@ -25,7 +25,11 @@ class TableDecoder:
     def __init__(self, kinds: Sequence[FeatureKind]) -> None:
         self.kinds = tuple(kinds)
         self._labels = {j: np.array([*kind.categories, np.nan], dtype=object)
-                        for j, kind in enumerate(self.kinds) if kind.categories is not None}
+                        for j, kind in enumerate(self.kinds)
+                        if kind.categories is not None and not kind.numbers}
+        # Numbers a model reads as categories go back to it as the numbers themselves.
+        self._numbers = {j: np.array([*map(float, kind.categories or ()), np.nan])
+                         for j, kind in enumerate(self.kinds) if kind.numbers}
 
     @property
     def names(self) -> list[str]:
@@ -33,7 +37,14 @@ class TableDecoder:
 
     @property
     def has_categories(self) -> bool:
+        """Whether the model reads text categories (numbers coded as categories reach it as
+        numbers)."""
         return bool(self._labels)
+
+    @property
+    def has_coded_numbers(self) -> bool:
+        """Whether a numeric column is coded as categories (see FeatureKind.numbers)."""
+        return bool(self._numbers)
 
     def frame(self, encoded: FloatArray, categories: str = "object") -> pd.DataFrame:
         """The rows as the raw table: strings (object, or pandas categories) for categories."""
@@ -42,6 +53,10 @@ class TableDecoder:
             values = encoded[:, j]
             labels = self._labels.get(j)
             if labels is None:
+                numbers = self._numbers.get(j)
+                if numbers is not None:
+                    values = numbers[np.where(np.isnan(values), len(numbers) - 1,
+                                              values).astype(np.int64)]
                 columns[kind.name] = values
                 continue
             codes = np.where(np.isnan(values), len(labels) - 1, values).astype(np.int64)
@@ -52,7 +67,7 @@ class TableDecoder:
 
     def column_codes(self, j: int) -> tuple[np.ndarray, FloatArray]:
         """A categorical player's raw values and their codes, missing last (NaN code)."""
-        labels = self._labels[j]
+        labels = self._labels[j] if j in self._labels else self._numbers[j]
         return labels, np.r_[np.arange(len(labels) - 1, dtype=float), np.nan]
 
 

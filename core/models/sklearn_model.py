@@ -28,7 +28,7 @@ from sklearn.tree import DecisionTreeRegressor, ExtraTreeRegressor
 import cpdecomp.core.models.lightgbm_model as lightgbm_model
 import cpdecomp.core.models.xgboost_model as xgboost_model
 from cpdecomp.core.models.base import ModelKind, text_levels
-from cpdecomp.core.models.pipeline_columns import encoder_categories
+from cpdecomp.core.models.pipeline_columns import encoder_categories, encoder_numbers
 from cpdecomp.core.typing import FloatArray
 
 LOG_LINK_LOSSES = {"gamma", "poisson"}
@@ -118,6 +118,12 @@ def pipeline_categories(pipeline: Pipeline) -> dict[int, tuple[str, ...]] | None
     return None if n is None else encoder_categories(pipeline[:-1], n)
 
 
+def pipeline_numbers(pipeline: Pipeline) -> dict[int, tuple[float, ...]]:
+    """The numbers a Pipeline's encoders read as categories, by raw column."""
+    n = n_features(pipeline)
+    return {} if n is None else encoder_numbers(pipeline[:-1], n)
+
+
 def is_linear(model: Any) -> bool:
     coef = getattr(model, "coef_", None)
     return isinstance(model, LinearModel) and coef is not None and np.ndim(coef) == 1
@@ -127,13 +133,15 @@ PIPELINE = ModelKind(
     name="sklearn-pipeline", label="scikit-learn Pipeline", fast_path="tree tables",
     notes="tree tables when the last step is a tree ensemble below and every transformer acts "
           "column by column (StandardScaler, MinMaxScaler, MaxAbsScaler, RobustScaler, "
-          "SimpleImputer without indicators, OneHotEncoder and OrdinalEncoder on text columns, "
+          "SimpleImputer without indicators, OneHotEncoder and OrdinalEncoder on text columns or "
+          "integer codes, "
           "passthrough, in a ColumnTransformer or a Pipeline), on the log scale for a last step "
           "with a log link; a closed form when the last step is a linear model under the same "
           "transformers; brute force otherwise",
     recognises=lambda model: isinstance(model, Pipeline),
     feature_names=feature_names, n_features=n_features, call=call,
     link=pipeline_link, margin=pipeline_margin, categories=pipeline_categories,
+    number_categories=pipeline_numbers,
 )
 TREES = ModelKind(
     name="sklearn-trees", label="scikit-learn tree ensemble", fast_path="tree tables",

@@ -132,7 +132,7 @@ def test_readable_tables_with_unusable_columns_say_why_and_keep_the_results() ->
 
 def test_an_all_missing_column_is_not_guessed_as_the_target() -> None:
     table = small_table().assign(lab=np.nan)
-    assert sources.guess_target(table) == "outcome"
+    assert sources.choose_target(table) == "outcome"
 
 
 def test_unicode_dotted_spaced_names_and_formula_cells_work_end_to_end() -> None:
