@@ -294,20 +294,30 @@ def model_name(model: str, user_models: Mapping[str, object] | None = None) -> s
     return ("your model: " if len(kinds) == 1 else "your models: ") + " + ".join(kinds)
 
 
+# What each of a family's models predicts, in a clinician's words (the families name them f,
+# sigma, lo and hi).
+COMPONENT_WORDS = {"f": "the prediction", "sigma": "the error's size",
+                   "lo": "the lower end", "hi": "the upper end"}
+
+
 def user_models_label(user_models: Mapping[str, object], slow: Sequence[str]) -> str:
-    """The user's slow models, named for the warning: "Your model for f (scikit-learn
-    Pipeline)"."""
+    """The user's slow models, named for the warning: "Your model for the prediction
+    (scikit-learn Pipeline)"."""
     from cpdecomp.core.models import model_kind
 
-    named = [f"{name} ({model_kind(user_models[name]).label})" for name in slow
+    def words(name: str) -> str:
+        return COMPONENT_WORDS.get(name, name)
+
+    named = [f"{words(name)} ({model_kind(user_models[name]).label})" for name in slow
              if name in user_models]
-    fitted = [name for name in slow if name not in user_models]
+    fitted = [words(name) for name in slow if name not in user_models]
     parts = []
     if named:
         parts.append(("Your model for " if len(named) == 1 else "Your models for ")
                      + " and ".join(named))
     if fitted:
-        parts.append("the " + " and ".join(fitted) + " model fitted here")
+        parts.append(("the model for " if len(fitted) == 1 else "the models for ")
+                     + " and ".join(fitted) + " fitted here")
     return " and ".join(parts) if parts else "Your model"
 
 

@@ -81,7 +81,7 @@ def test_setup_plans_a_slow_brought_model_as_slow_and_says_how_long() -> None:
     assert at.number_input(key="background_used").value == 64
     said = slow_warnings(at)
     assert len(said) == 1, said
-    assert "Your model for f (scikit-learn Pipeline)" in said[0]
+    assert "Your model for the prediction (scikit-learn Pipeline)" in said[0]
     assert "Expected time on this machine: about" in said[0]
 
 
