@@ -240,66 +240,6 @@ def waterfall_chart(shown: Shown, position: int) -> str:
                 lambda: html_charts.chart(waterfall_figure(shown, position)))
 
 
-def bars_vega(shown: Shown, position: int):
-    """PROTOTYPE (issue 30's chart trial): the three panels as a Vega-Lite chart (kept)."""
-    from cpdecomp.app import vega_charts
-
-    return kept("bars_vega", shown, position,
-                lambda: vega_charts.three_panels(bars_figure(shown, position)))
-
-
-def waterfall_vega(shown: Shown, position: int):
-    """PROTOTYPE (issue 30's chart trial): the waterfall as a Vega-Lite chart (kept)."""
-    from cpdecomp.app import vega_charts
-
-    return kept("waterfall_vega", shown, position,
-                lambda: vega_charts.waterfall(waterfall_figure(shown, position)))
-
-
-def bars_vega_spec(shown: Shown, position: int) -> dict:
-    """PROTOTYPE: the three panels' Vega-Lite spec, converted (and validated) once (kept)."""
-    return kept("bars_vega_spec", shown, position,
-                lambda: bars_vega(shown, position).to_dict())
-
-
-def waterfall_vega_spec(shown: Shown, position: int) -> dict:
-    """PROTOTYPE: the waterfall's Vega-Lite spec, converted (and validated) once (kept)."""
-    return kept("waterfall_vega_spec", shown, position,
-                lambda: waterfall_vega(shown, position).to_dict())
-
-
-def bars_vega_split(shown: Shown, position: int) -> tuple[dict, object]:
-    """PROTOTYPE: (the run's one spec of the three panels, this patient's data)."""
-    from cpdecomp.app import vega_charts
-
-    chart = bars_vega(shown, position)
-    spec = kept("bars_vega_run_spec", shown, -1, lambda: vega_charts.split(chart)[0])
-    return spec, chart.data
-
-
-def waterfall_vega_split(shown: Shown, position: int) -> tuple[dict, object]:
-    """PROTOTYPE: (the run's one spec of the waterfall, this patient's data)."""
-    from cpdecomp.app import vega_charts
-
-    chart = waterfall_vega(shown, position)
-    spec = kept("waterfall_vega_run_spec", shown, -1, lambda: vega_charts.split(chart)[0])
-    return spec, chart.data
-
-
-def _warm_builds() -> tuple:
-    """PROTOTYPE: what prepare builds per patient, by the charts on trial (CPDECOMP_CHARTS)."""
-    import os
-
-    kind = os.environ.get("CPDECOMP_CHARTS", "html")
-    if kind == "vega":
-        return (bars_vega, waterfall_vega, patient_table_html)
-    if kind == "vega-data":
-        return (bars_vega_split, waterfall_vega_split, patient_table_html)
-    if kind == "vega-spec":
-        return (bars_vega_spec, waterfall_vega_spec, patient_table_html)
-    return (bars_chart, waterfall_chart, patient_table_html)
-
-
 def decomposition_bars(d: Decomposition, position: int, units: str,
                        values: Sequence[str], scale: float | None = None) -> go.Figure:
     """The three panels for one row of a decomposition (an edited patient's)."""
@@ -523,7 +463,7 @@ def prepare(shown: Shown, patients: int = WARM_PATIENTS, pace: float = WARM_PACE
             return
         _prepared.add(shown)
     for position in range(min(shown.n, patients, KEPT_PER_PROCESS // 6 - 1)):
-        for build in _warm_builds():  # and their data
+        for build in (bars_chart, waterfall_chart, patient_table_html):  # and their data
             wait()
             build(shown, position)
         time.sleep(pace)

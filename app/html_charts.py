@@ -15,6 +15,20 @@ Every text comes from the figure, which escaped text from users for plotly; it i
 escaped again for HTML, keeping only the figures' own markup (line breaks, subtitles). A bar's
 hover words are a box its row shows while the pointer is on the row (CSS only): the whole row
 answers, so a bar too short to point at still has its words.
+
+Why not a chart library (issue 30: "charts by a library where it serves as well", measured on
+2026-12-04, docs/benchmarks/dashboard.md, "Issue 30: Vega-Lite against these charts"): the
+Patient page's two charts as faithful Vega-Lite (same order, labels, colours, whiskers, bands,
+numbers, legend; commit 98e606d, `python benchmarks/dashboard.py --models "" --charts
+html,vega-data,vega-spec,vega`), one server per kind, one chromium, 60 Next clicks each in
+alternating rounds, until the page settled: drawn by Streamlit's `st.altair_chart` a switch took
+452 ms against these charts' 194 ms (**2.33×**, the browser's work 2.06×; altair's conversion
+and validation of the spec alone is 0.1-0.7 s of the server per chart and switch); with the
+spec converted once per patient and drawn by `st.vega_lite_chart` 1.29× (work 1.43×); with one
+spec per run and only the data sent, 1.16× (work 1.24×). The target was ≤ 1.2×: `st.altair_chart`
+is far from it, and the one form near it is at the edge on the time and over it on the browser's
+work, which is what N browsers on one machine share. The case summary's download also needs
+charts with no script, which no Vega-Lite form gives. So these charts stay.
 """
 
 from __future__ import annotations

@@ -383,124 +383,6 @@ def time_browser(switches: int) -> dict[str, list[float]]:
     return times
 
 
-SWITCH_IN_PAGE = """([text, quiet]) => new Promise((resolve, reject) => {
-  // One patient switch timed inside the page: Next clicked from here (no round trip to the
-  // driver before the click), then the time the subheading holding `text` first shows other
-  // text, and the time of the page's last change (any element, attribute or text: a chart
-  // drawn as SVG or HTML is elements) before `quiet` ms without one: the page settled.
-  const headings = () => Array.from(document.querySelectorAll('h3'))
-    .map(h => h.textContent).filter(t => t.includes(text));
-  const before = headings()[0];
-  let heading = null, last = null, idle = null;
-  const start = performance.now();
-  const finish = () => {
-    observer.disconnect();
-    clearTimeout(timer);
-    resolve({heading: heading - start, settled: last - start});
-  };
-  const timer = setTimeout(() => { observer.disconnect(); reject(new Error('no switch in 30 s')); },
-                           30000);
-  const observer = new MutationObserver(() => {
-    const now = performance.now();
-    last = now;
-    if (heading === null && headings().some(t => t !== before)) heading = now;
-    clearTimeout(idle);
-    if (heading !== null) idle = setTimeout(finish, quiet);
-  });
-  observer.observe(document.body, {childList: true, subtree: true, characterData: true,
-                                   attributes: true});
-  document.querySelector('.st-key-patient_next button').click();
-})"""
-QUIET_MS = 500
-"""A switch has settled after this long without any change to the page."""
-
-
-def _server_idle(process, quiet: float = 3.0, limit: float = 600.0) -> None:
-    """Wait until the server `process` has used no CPU for `quiet` seconds (its preparation of
-    every patient's charts after a Run is done), at most `limit` seconds."""
-    def used() -> float:  # user + system seconds, from /proc (Linux)
-        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    deadline = time.monotonic() + limit
-    before = used()
-    while time.monotonic() < deadline:
-        time.sleep(quiet)
-        now = used()
-        if now - before < 0.05 * quiet:
-            return
-        before = now
-
-
-def time_chart_trial(variants: list[str], switches: int) -> dict[str, dict[str, list[float]]]:
-    """The Patient page's switch with each kind of chart (CPDECOMP_CHARTS), one dashboard
-    server per kind, one chromium, in alternating rounds of 5 switches (the order reversed
-    every other round): per switch the time to the new heading and until the page settled
-    (SWITCH_IN_PAGE), per round the renderer's work per switch."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from contextlib import ExitStack
-
-    from dashboard_driver import launch, open_page, run_sample, settle, streamlit_server
-    from playwright.sync_api import expect, sync_playwright
-
-    folder = Path(tempfile.mkdtemp(prefix="cpdecomp-bench-charts-"))
-    times: dict[str, dict] = {kind: {"heading": [], "settled": [], "busy": []}
-                              for kind in variants}
-    with sync_playwright() as playwright, ExitStack() as stack:
-        browser = launch(playwright)
-        pages = {}
-        for kind in variants:
-            environment = {**os.environ, "CPDECOMP_CHARTS": kind,
-                           "CPDECOMP_REVIEW_DB": str(folder / f"reviews-{kind}.sqlite3"),
-                           "CPDECOMP_CACHE_DIR": str(folder / f"cache-{kind}")}
-            url, process = stack.enter_context(
-                streamlit_server(environment, folder / f"server-{kind}.log"))
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
-            run_sample(page, url)
-            open_page(page, "Patient")
-            expect(subheading(page, PATIENT_HEADING)).to_be_visible(timeout=30_000)
-            _server_idle(process)
-            settle(page)
-            times[kind]["drawn as"] = page.evaluate(
-                "() => ['svg', 'canvas', '.cp-chart'].filter(s => document.querySelector("
-                "'.st-key-patient_bars ' + s))")
-            cdp = page.context.new_cdp_session(page)
-            cdp.send("Performance.enable")
-            pages[kind] = (page, cdp)
-        for round_ in range(max(switches // 5, 1)):
-            for kind in (variants if round_ % 2 == 0 else variants[::-1]):
-                page, cdp = pages[kind]
-                settle(page)
-                before = busy_seconds(cdp)
-                for _ in range(5):
-                    seen = page.evaluate(SWITCH_IN_PAGE, [PATIENT_HEADING, QUIET_MS])
-                    times[kind]["heading"].append(seen["heading"] / 1000)
-                    times[kind]["settled"].append(seen["settled"] / 1000)
-                times[kind]["busy"].append((busy_seconds(cdp) - before) / 5)
-        browser.close()
-    return times
-
-
-def chart_trial_report(times: dict[str, dict[str, list[float]]], load: tuple[list[float],
-                       list[float]]) -> list[str]:
-    base = next(iter(times))
-    lines = ["", f"Patient switch by kind of chart (CPDECOMP_CHARTS; one server each, one "
-             f"chromium at 1440×900, alternating rounds of 5 Next clicks dispatched inside the "
-             f"page; load average {', '.join(f'{v:.2f}' for v in load[0])} before, "
-             f"{', '.join(f'{v:.2f}' for v in load[1])} after):", "",
-             "| charts | switches | heading | page settled | ratio to " + base
-             + " (settled) | renderer work per switch | ratio to " + base + " (work) |",
-             "|---|---|---|---|---|---|---|"]
-    for kind, seen in times.items():
-        lines.append(
-            f"| {kind} | {len(seen['settled'])} | {summary(seen['heading'])} | "
-            f"{summary(seen['settled'])} ({', '.join(seen['drawn as'])}) | "
-            f"{statistics.median(seen['settled']) / statistics.median(times[base]['settled']):.2f}×"
-            f" | {summary(seen['busy'])} | "
-            f"{statistics.median(seen['busy']) / statistics.median(times[base]['busy']):.2f}× |")
-    return lines
-
-
 def ratio(times: dict[str, list[float]], top: str, bottom: str) -> float:
     return statistics.median(times[top]) / statistics.median(times[bottom])
 
@@ -524,9 +406,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--browser", action="store_true",
                         help="also time a patient switch in chromium (needs playwright)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--charts", default="",
-                        help="kinds of Patient-page charts to time against each other "
-                             "(CPDECOMP_CHARTS values, the first the reference), e.g. html,vega")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -534,12 +413,6 @@ def main(argv: list[str] | None = None) -> int:
     rows = [time_model(model.strip(), args.switches) for model in args.models.split(",")
             if model.strip()]
     browser = time_browser(min(args.switches, 20)) if args.browser else None
-    trial = None
-    if args.charts:
-        load = [list(os.getloadavg())]
-        trial = time_chart_trial([k.strip() for k in args.charts.split(",") if k.strip()],
-                                 args.switches)
-        load.append(list(os.getloadavg()))
 
     found = versions(("streamlit", "scikit-learn"))
     lines = [
@@ -599,8 +472,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{summary(browser['patient fresh again'])} "
             f"(**{fresh_ratio(browser, 'patient'):.2f}×**).",
         ]
-    if trial:
-        lines += chart_trial_report(trial, (load[0], load[1]))
     publish("\n".join(lines) + "\n", args.out)
     return 0
 

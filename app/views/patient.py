@@ -9,8 +9,6 @@ lays them out like text, with no chart library to run on a switch.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import streamlit as st
 
@@ -51,8 +49,6 @@ def num(value: float, signed: bool = False) -> str:
 # The patient panel's subheading, naming the patient whose charts are below it. (A comment, not
 # a docstring: Streamlit's magic would show a bare string of a page script on the page.)
 HEADING = "Why is patient {}'s interval this wide?"
-# PROTOTYPE (issue 30's chart trial): the two charts as Vega-Lite with CPDECOMP_CHARTS=vega.
-VEGA = os.environ.get("CPDECOMP_CHARTS", "html")
 
 
 def step(offset: int) -> None:
@@ -100,18 +96,7 @@ def patient_panel() -> None:
         cols[3].metric("Observed", "unknown")
 
     st.subheader(HEADING.format(markdown_text(patient)))
-    if VEGA == "vega":
-        with st.container(key="patient_bars"):
-            st.altair_chart(cases.bars_vega(e, position), width="content")
-    elif VEGA == "vega-data":
-        with st.container(key="patient_bars"):
-            spec, data = cases.bars_vega_split(e, position)
-            st.vega_lite_chart(data, spec, width="content")
-    elif VEGA == "vega-spec":
-        with st.container(key="patient_bars"):
-            st.vega_lite_chart(cases.bars_vega_spec(e, position), width="content")
-    else:
-        widgets.html_view(cases.bars_chart(e, position), key="patient_bars")
+    widgets.html_view(cases.bars_chart(e, position), key="patient_bars")
     with st.container(key="patient_reading"):
         st.markdown(markdown_text(cases.case_reading(width, position, unit=outcome.unit)))
     if clipped[position]:
@@ -137,18 +122,7 @@ def patient_panel() -> None:
                    "errors, and the table lists each standard error. A larger budget on the "
                    "Setup page shrinks them as 1/√budget.")
 
-    if VEGA == "vega":
-        with st.container(key="patient_waterfall"):
-            st.altair_chart(cases.waterfall_vega(e, position), width="content")
-    elif VEGA == "vega-data":
-        with st.container(key="patient_waterfall"):
-            spec, data = cases.waterfall_vega_split(e, position)
-            st.vega_lite_chart(data, spec, width="content")
-    elif VEGA == "vega-spec":
-        with st.container(key="patient_waterfall"):
-            st.vega_lite_chart(cases.waterfall_vega_spec(e, position), width="content")
-    else:
-        widgets.html_view(cases.waterfall_chart(e, position), key="patient_waterfall")
+    widgets.html_view(cases.waterfall_chart(e, position), key="patient_waterfall")
     if not e.efficient:
         st.caption("This attribution method is not efficient: the attributions do not add up "
                    "to the width's change, and the waterfall shows the rest as 'not "
