@@ -271,9 +271,9 @@ def side_by_side_bars(features: Sequence[str], calibration: np.ndarray, instance
             xaxis=f"x{suffix}", yaxis="y",
             marker={"color": COLOURS[view], "opacity": opacity,
                     "line": {"color": "#111111", "width": outline}},
-            # Beside a whisker the number would sit on it; the hover and the table give it.
-            text=None if se is not None or ranged or band is not None else
-            [people_number(v, scale, signed=True) for v in part[order]],
+            # Every bar has its number; app/html_charts.py puts it past the whisker's or the
+            # band's far end, where there is one, so that it never sits on either.
+            text=[people_number(v, scale, signed=True) for v in part[order]],
             textposition="outside", cliponaxis=False, textfont={"size": 12},
             customdata=hover, hovertemplate="%{customdata}<extra></extra>",
         ))
@@ -443,9 +443,8 @@ def vector_bars(features: Sequence[str], values: np.ndarray, order: np.ndarray, 
         marker={"color": COLOURS[view],
                 "opacity": [UNSETTLED_OPACITY if unsettled[j] else 1.0 for j in order],
                 "line": {"color": "#111111", "width": 0.5}},
-        # Beside a whisker the number would sit on it; the hover gives it.
-        text=None if span is not None or band is not None else
-        [people_number(v, scale, signed=True) for v in values[order]],
+        # Every bar has its number (past a whisker or band: app/html_charts.py).
+        text=[people_number(v, scale, signed=True) for v in values[order]],
         textposition="outside", cliponaxis=False, showlegend=False,
         customdata=hover, hovertemplate="%{customdata}<extra></extra>",
     )
@@ -570,8 +569,7 @@ def set_bars(features: Sequence[str], values: dict[str, np.ndarray], *, view: st
             marker={"color": COLOURS[view],
                     "opacity": [UNSETTLED_OPACITY if holds[name][j] else 1.0 for j in order],
                     "line": {"color": "#111111", "width": 0.5}},
-            text=None if span is not None else
-            [people_number(v, scale, signed=True) for v in part[order]],
+            text=[people_number(v, scale, signed=True) for v in part[order]],
             textposition="outside", cliponaxis=False, textfont={"size": 12},
             customdata=hover, hovertemplate="%{customdata}<extra></extra>"))
         axes[f"xaxis{suffix}"] = _axis(domain=domain, anchor="y", range=[-limit, limit],

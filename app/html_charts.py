@@ -15,6 +15,20 @@ Every text comes from the figure, which escaped text from users for plotly; it i
 escaped again for HTML, keeping only the figures' own markup (line breaks, subtitles). A bar's
 hover words are a box its row shows while the pointer is on the row (CSS only): the whole row
 answers, so a bar too short to point at still has its words.
+
+Why not a chart library (issue 30: "charts by a library where it serves as well", measured on
+2026-12-04, docs/benchmarks/dashboard.md, "Issue 30: Vega-Lite against these charts"): the
+Patient page's two charts as faithful Vega-Lite (same order, labels, colours, whiskers, bands,
+numbers, legend; commit 98e606d, `python benchmarks/dashboard.py --models "" --charts
+html,vega-data,vega-spec,vega`), one server per kind, one chromium, 60 Next clicks each in
+alternating rounds, until the page settled: drawn by Streamlit's `st.altair_chart` a switch took
+452 ms against these charts' 194 ms (**2.33×**, the browser's work 2.06×; altair's conversion
+and validation of the spec alone is 0.1-0.7 s of the server per chart and switch); with the
+spec converted once per patient and drawn by `st.vega_lite_chart` 1.29× (work 1.43×); with one
+spec per run and only the data sent, 1.16× (work 1.24×). The target was ≤ 1.2×: `st.altair_chart`
+is far from it, and the one form near it is at the edge on the time and over it on the browser's
+work, which is what N browsers on one machine share. The case summary's download also needs
+charts with no script, which no Vega-Lite form gives. So these charts stay.
 """
 
 from __future__ import annotations
@@ -163,12 +177,29 @@ def _box(left: float, right: float) -> str:
     return f"left:{min(left, right):.3f}%;width:{abs(right - left):.3f}%"
 
 
+AXIS_EDGE = 0.06
+"""No axis number within this share of a panel's width from either end: the next panel's first
+number would run into it."""
+
+
+def axis_ticks(low: float, high: float) -> list[float]:
+    """The numbers an axis from `low` to `high` shows: round ones away from the panel's ends
+    (AXIS_EDGE), chosen among those, so that an edge never takes the round numbers an axis
+    has (nice_ticks(-5.6, 5.6) is −5, 0, 5, and ±5 are at the edges: the axis showed only 0),
+    and always 0 when it is inside, where the bars start."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return [low]
+    room = (high - low) * AXIS_EDGE
+    ticks = nice_ticks(low + room, high - room)
+    if low <= 0 <= high and 0 not in ticks:
+        ticks = sorted([*ticks, 0.0])
+    return ticks
+
+
 def _axis(scale: _Scale, low: float, high: float) -> str:
-    # No number at a panel's very ends (the next panel's first number would run into it),
-    # but always 0, where the bars start.
     return ('<div class="cp-axis">' + "".join(
         f'<span style="left:{scale(t):.3f}%">{_tick_text(t)}</span>'
-        for t in nice_ticks(low, high) if t == 0 or 6 <= scale(t) <= 94) + "</div>")
+        for t in axis_ticks(low, high)) + "</div>")
 
 
 def _ranges(error) -> tuple[list[float], list[float]] | None:
@@ -188,6 +219,15 @@ def _span(scale: _Scale, centre: float, ranges: tuple[list[float], list[float]] 
     if ranges is None:
         return None
     return _box(scale(centre - ranges[1][index]), scale(centre + ranges[0][index]))
+
+
+def _reach(value: float, index: int,
+           *ranges: tuple[list[float], list[float]] | None) -> float:
+    """How far a bar of `value` reaches on its own side of 0 with its error bars (whisker,
+    band) at point `index`: where its number goes, so that it sits on neither."""
+    if value >= 0:
+        return max([value, *(value + r[0][index] for r in ranges if r is not None)])
+    return min([value, *(value - r[1][index] for r in ranges if r is not None)])
 
 
 def _title(layout) -> str:
@@ -250,9 +290,10 @@ def three_panels(figure: go.Figure) -> str:
             if band is not None:
                 cells.append(f'<div class="cp-tick" style="left:{scale(value):.3f}%;'
                              f'border-color:{tick_colour}"></div>')
-            if texts is not None:
-                side = (f"left:calc({scale(value):.3f}% + 4px)" if value >= 0 else
-                        f"right:calc({100 - scale(value):.3f}% + 4px)")
+            if texts is not None:  # past the bar, its whisker and its band
+                reach = _reach(value, i, whiskers, band_ranges)
+                side = (f"left:calc({scale(reach):.3f}% + 4px)" if value >= 0 else
+                        f"right:calc({100 - scale(reach):.3f}% + 4px)")
                 cells.append(f'<span class="cp-value" style="{side}">'
                              f"{_text(texts[i])}</span>")
             if words is not None:

@@ -108,7 +108,14 @@ def test_each_bar_spans_zero_to_its_value_in_the_figures_order_colours_and_range
     assert bars[2 * n]["style"]["border"].startswith("0.5px")
 
 
-def test_whiskers_pale_bars_and_no_numbers_beside_whiskers() -> None:
+def number_at(item: dict) -> float:
+    """Where a bar's number starts (left of it) or ends (right of it), in % of the panel."""
+    side = "left" if "left" in item["style"] else "right"
+    found = float(re.match(r"calc\(([\d.]+)% \+ 4px\)", item["style"][side]).group(1))
+    return found if side == "left" else 100 - found
+
+
+def test_whiskers_pale_bars_and_every_bar_has_its_number_past_its_whisker() -> None:
     low = CALIBRATION - np.array([0.5, 0.2, 1.0])
     high = CALIBRATION + np.array([0.3, 0.4, 0.2])  # the third range holds 0: pale
     figure = side_by_side_bars(FEATURES, CALIBRATION, INSTANCE, TOTAL, units="days",
@@ -126,8 +133,14 @@ def test_whiskers_pale_bars_and_no_numbers_beside_whiskers() -> None:
     bars = boxes.of("cp-bar")[:len(FEATURES)]
     pale = [float(bar["style"]["opacity"]) for bar in bars]
     assert pale[order.index(2)] == UNSETTLED_OPACITY and pale[order.index(0)] == 1.0
+    # Every bar has its number (issue 35 item 6: the calibration-driven panel had none), the
+    # calibration-driven ones past the whisker's far end, so that none sits on a whisker.
     values = boxes.of("cp-value")
-    assert len(values) == 2 * len(FEATURES)  # the other two panels' numbers; none by whiskers
+    assert len(values) == 3 * len(FEATURES)
+    assert [v["text"] for v in values[:len(FEATURES)]] == list(trace.text)
+    for value, j in zip(values[:len(FEATURES)], order, strict=True):
+        far = high[j] if CALIBRATION[j] >= 0 else low[j]
+        assert number_at(value) == pytest.approx(at(far, axis_low, axis_high), abs=1e-3)
 
 
 def test_standard_error_whiskers_and_the_reference_samples_bands() -> None:
@@ -153,7 +166,13 @@ def test_standard_error_whiskers_and_the_reference_samples_bands() -> None:
     assert span(bands[0]) == pytest.approx((at(low[j], axis_low, axis_high),
                                             at(high[j], axis_low, axis_high)), abs=1e-3)
     assert page.count(BACKGROUND_LEGEND) == 1  # one legend entry for both panels' bands
-    assert not boxes.of("cp-value")  # no number sits on a whisker
+    # A sampled method's bars have their numbers too (issue 35 item 6), past the whisker's and
+    # the band's far end.
+    values = boxes.of("cp-value")
+    assert len(values) == 3 * n
+    assert values[0]["text"] == trace.text[0]
+    far = max(value + two_se, high[j]) if value >= 0 else min(value - two_se, low[j])
+    assert number_at(values[0]) == pytest.approx(at(far, axis_low, axis_high), abs=1e-3)
 
 
 def test_the_waterfall_chains_its_steps_from_zero_and_ends_at_the_patients_width() -> None:
@@ -215,6 +234,41 @@ def test_a_name_with_markup_stays_text_in_every_place() -> None:
 def test_axis_ticks_are_round_numbers_inside_the_range(low: float, high: float,
                                                        ticks: list[float]) -> None:
     assert html_charts.nice_ticks(low, high) == pytest.approx(ticks)
+
+
+def axis_numbers(page: str) -> list[list[str]]:
+    """Each axis's numbers as shown, axis by axis."""
+    return [re.findall(r"<span[^>]*>([^<]*)</span>", axis)
+            for axis in re.findall(r'<div class="cp-axis">(.*?)</div>', page)]
+
+
+@pytest.mark.parametrize("largest", [3.5, 0.35, 35.0, 7.0, 1.0, 2.2, 0.012])
+def test_every_panels_axis_shows_numbers_besides_zero(largest: float) -> None:
+    """Issue 35 item 6: a panel from −5.6 to 5.6 (its longest bar 3.5) showed only "0": its
+    round numbers ±5 were within the 6 % kept clear at each end. An axis now chooses its
+    numbers away from the ends, so it always has some on both sides of 0."""
+    calibration = np.array([largest, -largest / 2, largest / 4])
+    figure = side_by_side_bars(FEATURES, calibration, -calibration / 3, calibration * 2 / 3,
+                               units="days")
+    low, high = figure.layout.xaxis.range
+    assert (low, high) == pytest.approx((-1.6 * largest, 1.6 * largest))
+    page = html_charts.three_panels(figure)
+    axes = axis_numbers(page)
+    assert len(axes) == 3
+    for numbers in axes:
+        assert "0" in numbers
+        assert any(n.startswith("−") for n in numbers), numbers
+        assert any(n not in ("0",) and not n.startswith("−") for n in numbers), numbers
+    # None of them at a panel's very ends.
+    for item in Boxes(page).items:
+        if item["tag"] == "span" and "left" in item["style"] and not item["class"]:
+            assert 6 <= percent(item, "left") <= 94 or item["text"] == "0"
+
+
+def test_the_axis_of_a_panel_from_minus_to_plus_5_6() -> None:
+    assert html_charts.axis_ticks(-5.6, 5.6) == pytest.approx([-4, -2, 0, 2, 4])
+    assert html_charts.axis_ticks(0.0, 330.0) == pytest.approx([0, 100, 200, 300])
+    assert html_charts.axis_ticks(-57.0, 57.0) == pytest.approx([-50, 0, 50])
 
 
 def test_a_table_shows_short_headers_their_help_rounded_numbers_and_text_as_text() -> None:
