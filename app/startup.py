@@ -10,31 +10,38 @@ that names the mount to add. A secrets file the dashboard's user cannot read (a 
 
 The numba cache is bounded here too: numba keeps every kernel it ever compiled, for every
 version of the code, and never removes one. Each start keeps only the kernels of the code that
-runs (a stamp file names it), so the folder holds one version's kernels.
+runs (a stamp file names it), so the folder holds one version's kernels (core/kernel_cache.py,
+which `cpdecomp warmup` calls too).
 
-Standard library only: this runs before cpdecomp's own modules load (numba refuses to import a
-kernel whose cache folder it cannot write, which is one of the faults this check reports).
+Standard library only (and core/kernel_cache.py, which is too): this runs before numba and
+cpdecomp's computing modules load (numba refuses to import a kernel whose cache folder it cannot
+write, which is one of the faults this check reports).
 """
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import importlib
 import os
-import shutil
+import re
+import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from cpdecomp.core.kernel_cache import (  # noqa: F401  (app.startup.NUMBA_STAMP, code_stamp)
+    NUMBA_STAMP,
+    bound_numba_cache,
+    code_stamp,
+)
+
 TMP_HINT = ("mount a writable tmpfs there (docker run --tmpfs /tmp:rw,nosuid,nodev,size=2g; "
             "Kubernetes: an emptyDir volume at /tmp)")
 DATA_HINT = ("mount a volume there that user {uid} (group {gid}) may write (docker run -v "
              "cpdecomp-data:/data; a bind mount: add :U, or chown it; Kubernetes: "
              "securityContext.fsGroup)")
-NUMBA_STAMP = "cpdecomp-code.txt"
-"""The file in $NUMBA_CACHE_DIR naming the code whose kernels the folder holds."""
 
 
 class StartupError(Exception):
@@ -114,44 +121,6 @@ def check(environ: Mapping[str, str] | None = None) -> None:
                 "0440 and fsGroup)") from None
 
 
-def code_stamp(package: Path) -> str:
-    """A digest of the names, sizes and modification times of cpdecomp's Python files: what
-    numba's own cache keys its kernels on (each source file's time and size)."""
-    digest = hashlib.blake2b(digest_size=16)
-    for path in sorted(package.rglob("*.py")):
-        status = path.stat()
-        digest.update(f"{path.relative_to(package)}:{status.st_size}:{status.st_mtime_ns}\n"
-                      .encode())
-    return digest.hexdigest()
-
-
-def bound_numba_cache(environ: Mapping[str, str] | None = None) -> bool:
-    """Empty $NUMBA_CACHE_DIR when its kernels are another code version's; True if emptied."""
-    environ = os.environ if environ is None else environ
-    if not environ.get("NUMBA_CACHE_DIR"):
-        return False
-    folder = Path(environ["NUMBA_CACHE_DIR"])
-    stamp = code_stamp(Path(__file__).resolve().parents[1] / "core")
-    stamp_file = folder / NUMBA_STAMP
-    try:
-        if stamp_file.read_text(encoding="ascii").strip() == stamp:
-            return False
-    except OSError:
-        pass  # no stamp: a new folder, or one from before the stamp
-    emptied = False
-    for entry in folder.iterdir() if folder.is_dir() else []:
-        if entry.name.startswith(".cpdecomp-write-check-"):
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
-        emptied = True
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp_file.write_text(stamp + "\n", encoding="ascii")
-    return emptied
-
-
 def check_or_exit() -> None:
     """check() and bound_numba_cache() for a starting server: a fault ends the process with
     status 2 and one line on stderr, as the command line's errors do."""
@@ -171,8 +140,9 @@ modules) and the pages. 3.5 s of a restarted container's first Run on a loaded 2
 
 def warm_up() -> threading.Thread:
     """Import what a Run needs on a low-priority thread while the server starts, so a
-    restarted dashboard's first clinician does not wait for it. A failure is left to the page
-    that imports the module (it shows its error there, and the health check reports it)."""
+    restarted dashboard's first clinician does not wait for it, then compile the kernels if
+    they are not cached yet (warm_kernels). A failure is left to the page that imports the
+    module (it shows its error there, and the health check reports it)."""
     def work() -> None:
         try:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
@@ -183,7 +153,52 @@ def warm_up() -> threading.Thread:
                 importlib.import_module(module)
             except Exception:  # reported by the page that imports it
                 return
+        warm_kernels()
 
     thread = threading.Thread(target=work, name="cpdecomp-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+@dataclasses.dataclass
+class KernelWarmUp:
+    """The dashboard's own `cpdecomp warmup` at its first start: what the Setup page shows."""
+
+    running: bool = False
+    step: int = 0
+    steps: int = 0
+    failed: bool = False
+
+
+KERNELS = KernelWarmUp()
+"""The server's kernel warm-up (one per process)."""
+WARM_UP_COMMAND = [sys.executable, "-c", "import os, sys; os.nice(10); "
+                   "from cpdecomp.core.cli import main; sys.exit(main(['warmup']))"]
+"""`cpdecomp warmup` at a low priority, in a process of its own: compiling holds the GIL for
+seconds at a time, which would stall the server's pages."""
+STEP_LINE = re.compile(r"warmup: \[(\d+)/(\d+)\] ")
+
+
+def warm_kernels(command: list[str] | None = None) -> None:
+    """Compile the kernels ahead when numba's cache lacks them (a new install or update), so
+    the first Run loads them instead of compiling them for half a minute to a minute; the Setup page
+    shows the steps (KERNELS) meanwhile. Nothing when they are cached (every later start). A
+    failure is left to the Run, which compiles what it needs itself."""
+    from cpdecomp.core.warmup import kernels_cached
+
+    if kernels_cached():
+        return
+    KERNELS.running, KERNELS.step, KERNELS.steps = True, 0, 0
+    try:
+        child = subprocess.Popen(command or WARM_UP_COMMAND, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        assert child.stderr is not None
+        for line in child.stderr:
+            found = STEP_LINE.search(line)
+            if found:
+                KERNELS.step, KERNELS.steps = int(found[1]), int(found[2])
+        KERNELS.failed = child.wait() != 0
+    except OSError:
+        KERNELS.failed = True
+    finally:
+        KERNELS.running = False

@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import timing
+
 ROOT = Path(__file__).resolve().parents[1]
 MAIN = ROOT / "app" / "main.py"
 CHROMIUM = os.environ.get("CPDECOMP_CHROMIUM", "/usr/bin/chromium")
@@ -26,9 +28,11 @@ CHROMIUM = os.environ.get("CPDECOMP_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-START_TIMEOUT = 60
-STEP_TIMEOUT = 30_000  # ms, per browser wait
-RUN_TIMEOUT = 180_000  # ms, for Run: fitting on a machine shared with other test workers
+# Deadlines only: every wait ends as soon as the page shows what it waits for. Bases for an
+# idle 2-core machine, stretched by how busy this one is when the tests start (tests/timing.py).
+START_TIMEOUT = timing.seconds(60)
+STEP_TIMEOUT = timing.milliseconds(30_000)  # per browser wait
+RUN_TIMEOUT = timing.milliseconds(180_000)  # for Run: fitting beside other test workers
 
 
 def browser_missing() -> str | None:
@@ -134,9 +138,13 @@ def launch(playwright):
 
 
 def settle(page) -> None:
-    """Wait until the script rerun that the last action started has finished drawing."""
-    page.wait_for_timeout(300)  # the rerun request is sent asynchronously
+    """Wait until the script rerun that the last action started has finished drawing: Streamlit's
+    status widget shows while a script runs, and its app element says the script's state."""
+    # the rerun request is sent asynchronously, later on a busy machine
+    page.wait_for_timeout(timing.milliseconds(300))
     page.get_by_test_id("stStatusWidget").wait_for(state="hidden", timeout=STEP_TIMEOUT)
+    page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(
+        state="attached", timeout=STEP_TIMEOUT)
     page.wait_for_timeout(200)
 
 

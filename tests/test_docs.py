@@ -60,6 +60,11 @@ NOT_RUN = [
     NotRun(r"streamlit run app/main\.py",
            "starts a server that runs until it is stopped",
            "every browser test in tests/e2e starts it so (dashboard_driver.dashboard_command)"),
+    NotRun(r"cpdecomp warmup",
+           "compiles every kernel in a fresh cache folder (about half a minute; the docs' "
+           "folder shares the checkout's cache, where it would only load them)",
+           "tests/test_warmup.py::test_after_warmup_a_new_process_compiles_no_kernel runs it "
+           "in a fresh cache folder"),
     NotRun(r"cpdecomp reproduce --quick --out results/",
            "about 7 minutes of experiments",
            "tests/test_reproduce_cli.py::"

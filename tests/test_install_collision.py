@@ -24,6 +24,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from timing import seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data" / "diabetes.csv"
@@ -135,7 +136,7 @@ def test_the_wheel_installs_beside_packages_named_app_core_and_sample_data(built
         "import os, cpdecomp.app\n"
         "from streamlit.testing.v1 import AppTest\n"
         "main = os.path.join(os.path.dirname(cpdecomp.app.__file__), 'main.py')\n"
-        "at = AppTest.from_file(main, default_timeout=120).run()\n"
+        f"at = AppTest.from_file(main, default_timeout={seconds(120):.0f}).run()\n"
         "assert not at.exception, at.exception\n"
         "print(main)\n"))
     assert page.stdout.strip().startswith(str(site)), page.stdout

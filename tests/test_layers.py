@@ -27,14 +27,14 @@ ABOVE = ("app", "experiments", "benchmarks", "sample_data", "streamlit")
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.typing", "core.errors", "core.coalitions", "core.parallel", "core.progress",
      "core.versions", "core.optional", "core.missing", "core.atomic", "core.bounded",
-     "core.cancel", "core.workers", "core.coverage"),
+     "core.cancel", "core.workers", "core.coverage", "core.kernel_cache"),
     ("core.tables", "core.data", "core.model_files", "core.conformal", "core.models",
      "core.attribution"),
     ("core.games",),
     ("core.system", "core.decomposition", "core.mapie", "core.interactions"),
     ("core.explainer",),
     ("core.workflow", "core.interop", "core.recalibration"),
-    ("core.output",),
+    ("core.output", "core.warmup"),
     ("core.cli",),
 )
 AXES = ("core.conformal", "core.models", "core.attribution")

@@ -6,12 +6,13 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from cpdecomp import FAMILIES, MODELS, target_values
-from cpdecomp.app import planning, runs, state, targets, widgets
+from cpdecomp.app import planning, runs, state, targets, warmup_notice, widgets
 from cpdecomp.app.text import markdown_text
 from cpdecomp.core.attribution import MAX_EXACT_PLAYERS, METHOD_BUDGETS, METHOD_LABELS, METHODS
 from cpdecomp.core.errors import CpdecompError
 
 st.title("Setup")
+warmup_notice.show()  # after an install: the kernels being compiled ahead, step by step
 dataset = state.current_dataset()
 if dataset is None:
     st.info("Choose data first.")

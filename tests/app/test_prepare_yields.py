@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from timing import seconds
 
 from cpdecomp import StudyOptions
 from cpdecomp.app import cases, runs
@@ -71,8 +72,8 @@ def prepare_beside_a_script(record, tmp_path: Path, following: bool) -> tuple[in
         during = built(record)
     finally:
         flag.touch()
-        session.join(timeout=60)
-    worker.join(timeout=60)
+        session.join(timeout=seconds(60))
+    worker.join(timeout=seconds(60))
     assert not worker.is_alive()
     return during, built(record)
 
@@ -96,5 +97,5 @@ def test_no_script_is_running_outside_a_script_run() -> None:
     done = threading.Event()
     thread = threading.Thread(target=lambda: (waiter(), done.set()))
     thread.start()
-    thread.join(timeout=30)
+    thread.join(timeout=seconds(30))
     assert done.is_set()

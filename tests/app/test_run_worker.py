@@ -14,6 +14,7 @@ import threading
 import numpy as np
 import pandas as pd
 import pytest
+from timing import seconds
 
 from cpdecomp import StudyOptions, prepare_study
 from cpdecomp.app import runs
@@ -42,7 +43,7 @@ class Gate:
 
     def __call__(self) -> bool:
         self.reached.set()
-        self.release.wait(timeout=120)
+        self.release.wait(timeout=seconds(120))
         return self.stop.is_set()
 
 
@@ -68,7 +69,7 @@ def test_readers_and_other_configurations_do_not_wait_for_a_running_computation(
     finished = handle.report(*KEY)  # a report another session computed earlier
     gate = Gate()
     slow, slow_out = in_thread(lambda: handle.report("permutation", 0.1, "width", 8), gate)
-    assert gate.reached.wait(120), "the computation never reached a checkpoint"
+    assert gate.reached.wait(seconds(120)), "the computation never reached a checkpoint"
     try:
         # Held mid-computation: a reader of the finished report, its other units, and a
         # different configuration all complete while it is held.
@@ -81,7 +82,7 @@ def test_readers_and_other_configurations_do_not_wait_for_a_running_computation(
         assert slow.is_alive() and "report" not in slow_out
     finally:
         gate.release.set()
-        slow.join(timeout=300)
+        slow.join(timeout=seconds(300))
     assert "report" in slow_out
 
 
@@ -89,7 +90,7 @@ def test_the_same_report_asked_twice_is_computed_once_and_a_stop_leaves_good_cac
     key = ("permutation", 0.1, "width", 12)
     first_gate = Gate()
     first, first_out = in_thread(lambda: handle.report(*key), first_gate)
-    assert first_gate.reached.wait(120)
+    assert first_gate.reached.wait(seconds(120))
     stages: list[str] = []
     second, second_out = in_thread(lambda: handle.report(*key, stage=stages.append))
     try:
@@ -103,8 +104,8 @@ def test_the_same_report_asked_twice_is_computed_once_and_a_stop_leaves_good_cac
         first_gate.stop.set()
     finally:
         first_gate.release.set()
-        first.join(timeout=300)
-        second.join(timeout=300)
+        first.join(timeout=seconds(300))
+        second.join(timeout=seconds(300))
     assert first_out.get("cancelled") is True and "report" not in first_out
     assert runs.STAGES[2] in stages, stages
     again = handle.report(*key)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from dashboard_driver import CHROMIUM, CHROMIUM_ARGS
+from timing import seconds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -93,7 +94,7 @@ def test_a_failing_session_does_not_hold_up_the_others(tmp_path: Path) -> None:
                 return list(await asyncio.wait_for(asyncio.gather(
                     load.session(browser, url, 4, together, phase, prepare, act_for(False)),
                     load.session(browser, url, 4, together, phase, prepare, act_for(True))),
-                    timeout=60))
+                    timeout=seconds(60)))
             finally:
                 await browser.close()
 
