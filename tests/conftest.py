@@ -36,6 +36,18 @@ def one_thread_per_worker():
         yield
 
 
+@pytest.fixture(autouse=True)
+def main_module_kept():
+    """An AppTest run leaves its script as sys.modules["__main__"]; a process pool started later
+    in the same worker then runs that script in its children ("name '__args' is not defined"
+    from AppTest.from_function's), and the pool breaks. Each test gets the real one back."""
+    import sys
+
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
+
+
 @pytest.fixture(scope="session")
 def diabetes_system():
     """(system, patients): the normalized GBM system on every diabetes feature, calibrated, and

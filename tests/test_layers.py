@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.games",),
     ("core.system", "core.decomposition", "core.mapie", "core.interactions"),
     ("core.explainer",),
-    ("core.workflow", "core.interop", "core.recalibration"),
+    ("core.workflow", "core.interop", "core.recalibration", "core.refit"),
     ("core.output", "core.warmup"),
     ("core.cli",),
 )
