@@ -12,6 +12,7 @@ reconnect window).
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -39,9 +40,11 @@ def browser_available() -> None:
 
 UPLOADS = 8
 ROWS = 150_000
-GROWTH_MIB = 150
-"""Allowed growth from the first upload to the last: three uploads' worth, for allocator
-slack and Streamlit's own caches, against about 315 MiB when every upload was kept."""
+GROWTH_MIB = 220
+"""Allowed growth from the first upload to the last, against about 315 MiB when every upload
+was kept: the allocator's slack and Streamlit's own caches vary with the machine (71 MiB on an
+idle machine, 166 MiB in CI beside another test worker). The server's log, read below, says
+directly that each upload freed the one before it."""
 
 
 def rss_mib(pid: int) -> float:
@@ -88,7 +91,8 @@ def test_superseded_uploads_are_released(tmp_path: Path) -> None:
 
     files = tables(tmp_path)
     environment = {**os.environ, "CPDECOMP_REVIEW_DB": str(tmp_path / "reviews.sqlite3"),
-                   "CPDECOMP_CACHE_DIR": str(tmp_path / "cache")}
+                   "CPDECOMP_CACHE_DIR": str(tmp_path / "cache"),
+                   "PYTHONUNBUFFERED": "1"}  # the log is read while the server runs
     with streamlit_server(environment, tmp_path / "streamlit.log") as (url, server), \
             sync_playwright() as playwright:
         browser = launch(playwright)
@@ -108,4 +112,10 @@ def test_superseded_uploads_are_released(tmp_path: Path) -> None:
                 sizes.append(settled_rss_mib(server.pid))
         finally:
             browser.close()
+    log = (tmp_path / "streamlit.log").read_text()
+    released = sum(int(n) for n in re.findall(r"uploads\.released files=(\d+)", log))
+    # Each upload frees the one before it. One in 7 was once left to the session's end (1 run
+    # of 6): a file is freed only after a run that reached the housekeeping line has seen it
+    # held, and a rerun interrupted before that line sees nothing.
+    assert released >= UPLOADS - 2, log[-3000:]
     assert sizes[-1] - sizes[0] <= GROWTH_MIB, [round(s) for s in sizes]
