@@ -68,7 +68,13 @@ def drop_superseded_uploads(shown: list[object]) -> int:
 
         gc.collect()
         _return_freed_memory()
-        logger.info("uploads.released files=%d", len(superseded))
+    # What the session holds now, said when it changes: the browser itself also deletes a file
+    # it replaces, sometimes before this line runs, so the count held is what tells.
+    now = getattr(manager, "file_storage", {}).get(context.session_id, {})
+    holding = (len(now), sum(len(f.data) for f in now.values()))
+    if st.session_state.get("uploads_held") != holding:
+        st.session_state["uploads_held"] = holding
+        logger.info("uploads.held files=%d bytes=%d", *holding)
     return len(superseded)
 
 
