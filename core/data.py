@@ -38,6 +38,11 @@ MAX_TARGET_MAGNITUDE = 1e30
 """The largest target value: gradient boosting computes in 32-bit floats (largest 3.4e38),
 and near 1e60 its sums overflow to inf and NaN; 1e30 leaves room and covers any real unit."""
 
+MAX_FEATURE_MAGNITUDE = 1e30
+"""The largest feature value: scikit-learn's trees read features as 32-bit floats, so a value
+beyond 3.4e38 becomes infinite there (numpy's overflow warning, then a crash); 1e30 is the
+target's bound, far beyond any real unit."""
+
 SHARE_NUMERIC_FOR_NUMBERS = 0.9
 """A text column with at least this share of numbers is numeric with typos, not categories."""
 
@@ -172,12 +177,21 @@ def require_varied_target(values: FloatArray, target: str) -> None:
 
 
 def require_values(table: pd.DataFrame, features: Sequence[str]) -> None:
-    """Refuse a feature column that is entirely missing."""
+    """Refuse a feature column that is entirely missing, or numeric (also as text) with
+    infinite values or values too large to compute with (the Data page says so before a run)."""
     empty = [name for name in features if entirely_missing(table[name])]
     if empty:
         more = f" (and {len(empty) - 1} more)" if len(empty) > 1 else ""
         raise CpdecompError(f"feature {empty[0]!r}{more} is entirely missing; leave it out",
                             reason="feature")
+    for name in features:
+        column = table[name]
+        if pd.api.types.is_bool_dtype(column) or pd.api.types.is_numeric_dtype(column):
+            require_computable(name, column, column.to_numpy(dtype=float, na_value=np.nan))
+            continue
+        numbers = pd.to_numeric(column, errors="coerce")
+        if numbers.notna().sum() >= SHARE_NUMERIC_FOR_NUMBERS * column.notna().sum():
+            require_computable(name, column, numbers.to_numpy(dtype=float, na_value=np.nan))
 
 
 @dataclass(frozen=True)
@@ -252,6 +266,8 @@ class FeatureEncoder:
             encoded[:, j] = _encode_column(column, kind)
             if self.unseen == "refuse" and kind.is_categorical:
                 _refuse_unseen(column, encoded[:, j], kind.name)
+            if not kind.is_categorical:
+                require_computable(kind.name, column, encoded[:, j])
         return encoded
 
 
@@ -269,6 +285,23 @@ def _refuse_unseen(column: pd.Series, codes: FloatArray, name: str) -> None:
             f"the column {name!r} has a category in {_cell_name(column, unseen)} that neither "
             "the training rows nor the model's own categories hold, so the model would read it "
             f"as missing; {UNSEEN_LEVEL_FIX}", reason="feature")
+
+
+def require_computable(name: str, column: pd.Series, values: FloatArray) -> None:
+    """Refuse a numeric feature with infinite values (also written as text, "inf") or values
+    beyond ±MAX_FEATURE_MAGNITUDE, in whichever rows they are, naming the rows."""
+    with np.errstate(invalid="ignore"):
+        infinite = np.flatnonzero(np.isinf(values))
+        huge = np.flatnonzero(np.abs(values) > MAX_FEATURE_MAGNITUDE)
+    if len(infinite):
+        raise CpdecompError(
+            f"feature {name!r} has infinite values in {_cell_name(column, infinite)}; replace "
+            "them or leave it out", reason="feature")
+    if len(huge):
+        raise CpdecompError(
+            f"feature {name!r} has values beyond ±{MAX_FEATURE_MAGNITUDE:.0e} in "
+            f"{_cell_name(column, huge)}, too large to compute with; rescale it (other units) "
+            "or leave it out", reason="feature")
 
 
 def _feature_kind(name: str, column: pd.Series, known: Sequence[str] = ()) -> FeatureKind:

@@ -115,6 +115,10 @@ UNUSABLE = [
      "target 'outcome' must be numeric, but it has text in data row 8"),
     (lambda t: t.assign(outcome=2.5), "target 'outcome' has one value on every row"),
     (lambda t: t.assign(lab=np.nan), "feature 'lab' is entirely missing"),
+    (lambda t: t.assign(x2=t["x2"].where(t.index % 3 != 0, 1.7e308)),
+     "feature 'x2' has values beyond ±1e+30"),
+    (lambda t: t.assign(outcome=t["outcome"].where(t.index != 4, -1.7e308)),
+     "target 'outcome' has values beyond ±1e+30"),
 ]
 
 
