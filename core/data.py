@@ -177,8 +177,8 @@ def require_varied_target(values: FloatArray, target: str) -> None:
 
 
 def require_values(table: pd.DataFrame, features: Sequence[str]) -> None:
-    """Refuse a feature column that is entirely missing, or numeric (also as text) with
-    infinite values or values too large to compute with (the Data page says so before a run)."""
+    """Refuse a feature column that is entirely missing, or numeric with infinite values or
+    values too large to compute with (the Data page says so before a run)."""
     empty = [name for name in features if entirely_missing(table[name])]
     if empty:
         more = f" (and {len(empty) - 1} more)" if len(empty) > 1 else ""
@@ -186,12 +186,11 @@ def require_values(table: pd.DataFrame, features: Sequence[str]) -> None:
                             reason="feature")
     for name in features:
         column = table[name]
-        if pd.api.types.is_bool_dtype(column) or pd.api.types.is_numeric_dtype(column):
+        # Numeric columns only: this runs on every rerun of the Data page, and parsing text
+        # columns there would cost more than the page; numbers written as text are checked
+        # when they are encoded for a run (FeatureEncoder.transform).
+        if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
             require_computable(name, column, column.to_numpy(dtype=float, na_value=np.nan))
-            continue
-        numbers = pd.to_numeric(column, errors="coerce")
-        if numbers.notna().sum() >= SHARE_NUMERIC_FOR_NUMBERS * column.notna().sum():
-            require_computable(name, column, numbers.to_numpy(dtype=float, na_value=np.nan))
 
 
 @dataclass(frozen=True)
