@@ -36,8 +36,17 @@ def check_size(name: str, rows: int, columns: int, limits: TableLimits) -> None:
             "rows", reason="too_many_cells")
 
 
+MAX_NAME_CHARACTERS = 1_000
+"""The longest column name: far above any real one (a survey's question as a header is a few
+hundred), and low enough that a message naming the column stays a line someone can read."""
+
+
 def check_names(names: list[str], name: str) -> None:
     for position, column in enumerate(names, start=1):
+        if len(column) > MAX_NAME_CHARACTERS:
+            raise CpdecompError(
+                f"{name}: column {position} has a name longer than {MAX_NAME_CHARACTERS:,} "
+                "characters in the header; shorten it", reason="long_header")
         if not column.strip():
             raise CpdecompError(
                 f"{name}: column {position} has no name in the header; name it or delete it",
