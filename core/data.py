@@ -305,11 +305,7 @@ def require_computable(name: str, column: pd.Series, values: FloatArray) -> None
 
 def _feature_kind(name: str, column: pd.Series, known: Sequence[str] = ()) -> FeatureKind:
     if pd.api.types.is_bool_dtype(column) or pd.api.types.is_numeric_dtype(column):
-        values = column.to_numpy(dtype=float, na_value=np.nan)
-        if np.isinf(values).any():
-            raise CpdecompError(
-                f"feature {name!r} has infinite values; replace them or leave it out"
-            )
+        require_computable(name, column, column.to_numpy(dtype=float, na_value=np.nan))
         return FeatureKind(name)
     if pd.api.types.is_datetime64_any_dtype(column):
         raise CpdecompError(

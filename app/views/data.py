@@ -202,7 +202,12 @@ try:
     choice = choose_columns(source_table, target, id_column, features)
     values = target_values(source_table, target)
     require_varied_target(values, target)
-    require_values(source_table, choice.features)
+    # Each feature column is scanned once per table and choice of features, not on every
+    # rerun of this page (a passed check is remembered; a refusal is said again).
+    checked = (dataset.digest, tuple(choice.features))
+    if st.session_state.get("features_checked") != checked:
+        require_values(source_table, choice.features)
+        st.session_state["features_checked"] = checked
 except CpdecompError as error:
     st.error(markdown_text(str(error)))
 else:
