@@ -44,8 +44,8 @@ PAGES = [
 ]
 page = st.navigation(PAGES)
 
-with st.sidebar:
-    st.markdown("**cpdecomp** · why is this conformal interval wide?")
+def _sidebar_status() -> None:
+    """What the sidebar says about the data and the last run (drawn into its own slot)."""
     dataset = state.current_dataset()
     if dataset is not None:
         st.caption(f"Data: {markdown_text(dataset.name)}")
@@ -61,6 +61,22 @@ with st.sidebar:
     else:
         st.caption("No results yet: choose data, then press Run on Setup.")
 
+
+def _status_key() -> tuple[object, ...]:
+    dataset = state.current_dataset()
+    run = st.session_state.get("last_run")
+    return (None if dataset is None else dataset.name, state.current_job() is not None, id(run))
+
+
+with st.sidebar:
+    st.markdown("**cpdecomp** · why is this conformal interval wide?")
+    # A slot, not the captions themselves: the page below may take an upload or start a run,
+    # and the sidebar, drawn first, would name the earlier data until the next rerun.
+    status_slot = st.empty()
+    with status_slot.container():
+        _sidebar_status()
+status_drawn = _status_key()
+
 # The charts' style sheet on every page (it takes no room): the first page a browser session
 # opens also loads the browser's code for HTML elements and their sanitiser, which the Cohort
 # and Patient pages' charts need; loaded on their first visit instead, it made that visit about
@@ -69,6 +85,9 @@ widgets.chart_styles()
 
 try:
     page.run()
+    if _status_key() != status_drawn:  # the page changed the data or the run: say so now
+        with status_slot.container():
+            _sidebar_status()
 except CpdecompError as error:  # bad input that reached a page: say what is wrong
     st.error(markdown_text(str(error)))
 except Exception as error:  # a bug: keep the app usable and the log free of patient data

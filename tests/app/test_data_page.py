@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard_helpers import SAMPLE, csv_bytes, errors, figure_numbers, new_app, small_table
+from dashboard_helpers import SAMPLE, csv_bytes, errors, figure_numbers, new_app, shown, small_table
 
 
 def test_first_open_shows_the_bundled_sample_with_its_roles() -> None:
@@ -47,6 +47,10 @@ def test_a_good_upload_replaces_the_data_and_guesses_roles() -> None:
     assert at.session_state["dataset"].name == "cohort.csv"
     assert at.selectbox(key="target_column").value == "outcome"
     assert at.selectbox(key="id_column").value == "mrn"
+    # The sidebar, drawn before the page read the upload, names the new data in the same run.
+    sidebar = [shown(caption.value) for caption in at.sidebar.caption]
+    assert "Data: cohort.csv" in sidebar, sidebar
+    assert not any("diabetes" in caption for caption in sidebar), sidebar
 
 
 def test_a_text_target_is_refused_with_a_fix() -> None:
