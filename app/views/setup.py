@@ -86,6 +86,9 @@ def background_check(size: state.RunSize) -> None:
                    f"Off. With {redraws} redraws the run would take {more} more.")
 
 
+# The warnings about the choices below (a slow model, a family that will stop) are drawn here,
+# above the choices: drawn after them, beside Run, they were below the fold at 1280x720.
+warnings_slot = st.container()
 left, right = st.columns(2)
 with left:
     st.selectbox("Model", list(MODELS), key="model", format_func=lambda k: MODELS[k].label)
@@ -171,7 +174,7 @@ def crossing_warning(model: str, family: str, user_models: object) -> str | None
 
 crossing = crossing_warning(options.model, options.family, getattr(dataset, "models", None))
 if crossing is not None:
-    with st.container(key="crossing_warning"):
+    with warnings_slot.container(key="crossing_warning"):
         st.warning(crossing, icon=":material/warning:")
 
 if budget is None:
@@ -197,14 +200,14 @@ if not plan.fast:
              else f"{MODELS[options.model].label} with the {options.family} family")
     what = (f"{label}, its left-out features averaged on the outcome's own scale,"
             if options.masking == "response" else label)
-    faster = ("Averaging on the model's log scale (untick the box above), a smaller "
+    faster = ("Averaging on the model's log scale (untick the box below), a smaller "
               "background or a sampling method is faster." if options.masking == "response"
               else "A smaller background or a sampling method is faster"
               + (" (the user guide's page on bringing a model lists the models and "
                  "preprocessing steps that are fast)." if user_models else
                  ", and so is another family."))
     verb = "have" if user_models and len(plan.slow_names) > 1 else "has"
-    with st.container(key="slow_path_warning"):
+    with warnings_slot.container(key="slow_path_warning"):
         st.warning(markdown_text(
             f"{what} {verb} no fast exact way to remove features: every removal runs the model "
             f"on many mixed rows (brute force).{expected} {faster}"))

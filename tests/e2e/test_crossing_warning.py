@@ -1,7 +1,8 @@
 """Setup page in a real browser: before Run, CQR-r with the linear model shows a plain warning
 that it will most likely be refused (the quantile lines cross) and what to choose instead; no
-other choice shows it. Screenshots at 1280x720 and 1440x900 go to $CPDECOMP_SCREENSHOT_DIR
-(default out/e2e/), outside git.
+other choice shows it. A choice with no fast exact path warns with its expected time, and both
+warnings are on screen at 1280x720 without scrolling. Screenshots at 1280x720 and 1440x900 go
+to $CPDECOMP_SCREENSHOT_DIR (default out/e2e/), outside git.
 
 Drives Debian's chromium through Playwright (never `playwright install`).
 """
@@ -28,6 +29,43 @@ pytestmark = pytest.mark.slow
 def test_crossing_warning_before_run(tmp_path: Path) -> None:
     with dashboard_page(tmp_path) as (page, url):
         checks(page, url)
+
+
+def test_warnings_before_run_are_on_the_first_screen(tmp_path: Path) -> None:
+    """At 1280x720 the Run button is below the fold; the warnings about the choices are not
+    (they were drawn beside Run, and a clinician could press Run without having seen them)."""
+    from playwright.sync_api import expect
+
+    with dashboard_page(tmp_path, 1280, 720) as (page, url):
+        page.goto(url)
+        expect(page.get_by_text("Current data: sample")).to_be_visible(timeout=STEP_TIMEOUT)
+        open_page(page, "Setup")
+        expect(page.locator(".st-key-run button")).to_be_visible(timeout=STEP_TIMEOUT)
+        choose(page, "cp_family", "gamma: Gamma (relative residual)")
+        page.locator(".st-key-response_scale label").click()
+        settle(page)
+        slow = page.locator(".st-key-slow_path_warning")
+        expect(slow).to_be_visible(timeout=STEP_TIMEOUT)
+        assert "Expected time on this machine" in slow.inner_text()
+        page.evaluate("window.scrollTo(0, 0)")
+        box = slow.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 720, box
+        page.screenshot(path=str(SCREENSHOTS / "slow-warning-1280x720.png"))
+        page.set_viewport_size({"width": 1440, "height": 900})
+        settle(page)
+        page.screenshot(path=str(SCREENSHOTS / "slow-warning-1440x900.png"))
+        page.locator(".st-key-response_scale label").click()
+        settle(page)
+        expect(slow).to_have_count(0)
+        choose(page, "model", "Linear (least squares)")
+        choose(page, "cp_family", "cqr-r: CQR-r (range-scaled)")
+        crossing = page.locator(".st-key-crossing_warning")
+        expect(crossing).to_be_visible(timeout=STEP_TIMEOUT)
+        page.set_viewport_size({"width": 1280, "height": 720})
+        settle(page)
+        page.evaluate("window.scrollTo(0, 0)")
+        box = crossing.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 720, box
 
 
 def checks(page, url: str) -> None:
