@@ -3,7 +3,8 @@
 Same setting as experiments/refit_noise.py (y = x₀ + exp(0.5·x₁)·ε, pure-noise x₂; normalized
 family, gbm; fresh sample, split and fit per run, seeds (2034, run)). Per run: the plug-in φ_C
 and its calibration-bootstrap interval (models fixed), and `cross_fit_interval`'s debiased φ_C
-and interval. Usage: python experiments/cross_fit_noise.py RUNS SPLITS N_TRAIN N_CAL OUT.csv
+and interval.
+Usage: python experiments/cross_fit_noise.py RUNS SPLITS N_TRAIN N_CAL OUT.csv [MODEL (gbm)]
 """
 import sys
 import time
@@ -24,14 +25,14 @@ def data(rng, n):
     return pd.DataFrame(x, columns=FEATURES), y
 
 
-def main(runs, splits, n_train, n_cal, out):
+def main(runs, splits, n_train, n_cal, out, model="gbm"):
     rows = []
     t0 = time.time()
     for run in range(runs):
         rng = np.random.default_rng((2034, run))
         train, y_train = data(rng, n_train)
         cal, y_cal = data(rng, n_cal)
-        fitted = fit_system(train, y_train, family="normalized", model="gbm", seed=run)
+        fitted = fit_system(train, y_train, family="normalized", model=model, seed=run)
         system = fitted.conformalize(cal, y_cal)
         explainer = Explainer(system, background_size=64, seed=run, background_error=False)
         cal_low, cal_high, _ = explainer.calibration_bootstrap("exact", 0.1, 200)
@@ -52,4 +53,5 @@ def main(runs, splits, n_train, n_cal, out):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5],
+         *sys.argv[6:7])
