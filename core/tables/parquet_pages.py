@@ -159,9 +159,11 @@ def check_pages(handle: BinaryIO, size: int, metadata, name: str) -> None:
 
 
 def _check_chunk(handle: BinaryIO, size: int, chunk, name: str, where: str) -> None:
-    start = chunk.data_page_offset
-    if chunk.has_dictionary_page and 0 < (chunk.dictionary_page_offset or 0) < start:
-        start = chunk.dictionary_page_offset
+    # The chunk starts at its first page; an empty one (pyarrow's for a table of no rows) has
+    # a dictionary page only, and a data page offset of 0.
+    offsets = [chunk.data_page_offset,
+               chunk.dictionary_page_offset if chunk.has_dictionary_page else None]
+    start = min((o for o in offsets if o), default=0)
     end = start + chunk.total_compressed_size
     if start < 4 or chunk.total_compressed_size < 0 or end > size:
         raise damaged(name, f"the pages of {where} lie outside the file")

@@ -68,9 +68,9 @@ def _read_row_groups(parquet, schema, name: str, limits: TableLimits):
                                                    use_threads=False).column(0))
             decoded += column.nbytes
             _check_decoded(decoded, name, limits)
+            check_size(name, rows + len(column), len(schema.names), limits)
             held.extend(column.chunks)
         rows += len(column)
-        check_size(name, rows, len(schema.names), limits)
     return pa.Table.from_arrays([pa.chunked_array(held) for held in chunks],
                                 names=schema.names)
 

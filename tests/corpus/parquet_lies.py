@@ -13,6 +13,7 @@ pandas metadata of 49 MB (sixteen million empty lists) that pandas cannot use.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -239,16 +240,50 @@ def _with_pandas_metadata(path: Path, text: bytes) -> None:
         writer.add_key_value_metadata({b"pandas": text})
 
 
-LYING_FILES: dict[str, Callable[[Path], None]] = {
-    "few rows claimed over 300 columns": few_rows_claimed_over_wide_columns,
-    "row groups with fewer rows than values": rows_fewer_than_values,
-    "a data page that decompresses to 1.5 GB": data_page_bomb,
-    "a dictionary page that decompresses to 1.5 GB": dictionary_page_bomb,
-    "48 MB of pandas metadata": pandas_metadata_bomb,
-    "15 MB of pandas metadata": pandas_metadata_bomb_under_the_footer_cap,
-    "pandas metadata of another shape": pandas_metadata_of_another_shape,
-    "pandas metadata of the right shape, wrong contents": pandas_metadata_of_the_right_shape,
+LYING_FILES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "few rows claimed over 300 columns": (
+        few_rows_claimed_over_wide_columns,
+        "is damaged: its footer counts 60 rows, its row groups 1,000,000"),
+    "row groups with fewer rows than values": (
+        rows_fewer_than_values,
+        "is damaged: in row group 1, column 'c0' holds 1,000,000 values for 60 rows"),
+    "a data page that decompresses to 1.5 GB": (
+        data_page_bomb,
+        "is damaged: the pages of column 'x' in row group 1 declare 1,430.5 MiB or more once "
+        "decompressed"),
+    "a dictionary page that decompresses to 1.5 GB": (
+        dictionary_page_bomb,
+        "is damaged: the pages of column 'note' in row group 1 declare 1,430.5 MiB or more once "
+        "decompressed"),
+    "48 MB of pandas metadata": (
+        pandas_metadata_bomb,
+        "its footer (the description of its columns and row groups) is 45.8 MiB; the limit is "
+        "16.0 MiB"),
+    "15 MB of pandas metadata": (
+        pandas_metadata_bomb_under_the_footer_cap,
+        "its pandas metadata (the footer's 'pandas' entry) is 14.3 MiB, more than its 2 columns "
+        "need"),
+    "pandas metadata of another shape": (
+        pandas_metadata_of_another_shape,
+        "its pandas metadata (the footer's 'pandas' entry) is not what pandas writes"),
+    "pandas metadata of the right shape, wrong contents": (
+        pandas_metadata_of_the_right_shape,
+        "its pandas metadata (the footer's 'pandas' entry) is not what pandas writes"),
 }
+"""Each lying file's generator, and the phrase its one-line refusal must contain."""
+
+SMALL_LIES = ["a data page that decompresses to 1.5 GB",
+              "a dictionary page that decompresses to 1.5 GB",
+              "pandas metadata of another shape",
+              "pandas metadata of the right shape, wrong contents"]
+"""The lying files of under 100 kB that take no time to make: also in the shared corpus."""
+
+
+def lying_bytes(kind: str) -> bytes:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "lie.parquet"
+        LYING_FILES[kind][0](path)
+        return path.read_bytes()
 
 
 def key_values(footer: Struct) -> dict[bytes, bytes]:
@@ -257,4 +292,5 @@ def key_values(footer: Struct) -> dict[bytes, bytes]:
     return {pair[1][1]: pair[2][1] for pair in pairs if pair.get(2, (BINARY, b""))}
 
 
-__all__ = ["LYING_FILES", "footer_of", "key_values", "rewrite", "zstd_zeros"]
+__all__ = ["LYING_FILES", "SMALL_LIES", "footer_of", "key_values", "lying_bytes", "rewrite",
+           "zstd_zeros"]
