@@ -228,3 +228,19 @@ def test_an_empty_table_is_refused_as_empty_not_damaged(tmp_path) -> None:
                    path)
     with pytest.raises(CpdecompError, match="has no data rows"):
         load_table(path)
+
+
+def test_the_deployment_guide_states_these_limits() -> None:
+    from cpdecomp.core.tables import parquet_pages
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "deployment.md").read_text(
+        encoding="utf-8")
+    table = guide[guide.index("## Limits on uploaded and read files"):]
+    table = table[:table.index("\n\n", table.index("| Limit |"))]
+    assert f"| Parquet footer | {parquet_pages.MAX_FOOTER_BYTES // 2**20} MiB" in table
+    assert f"{parquet_pages.THRIFT_CONTAINER_LIMIT:,} entries" in table
+    assert (f"{parquet_pages.PANDAS_METADATA_BASE // 2**10} KiB + "
+            f"{parquet_pages.PANDAS_METADATA_PER_COLUMN // 2**10} KiB per column + "
+            f"{parquet_pages.PANDAS_METADATA_PER_CHARACTER} bytes per character") in table
+    assert (f"twice the file's size + {ALLOWANCE_MIB} MiB, and at most twice its size + "
+            f"{GROWTH_MIB} MiB above") in table
