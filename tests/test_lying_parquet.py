@@ -98,6 +98,10 @@ def test_pyarrow_reads_each_lie_from_the_files(lies) -> None:
         declared = sum(metadata.row_group(0).column(c).total_uncompressed_size
                        for c in range(metadata.num_columns))
         assert declared < 10_000 < PAGE_BOMB_BYTES and lies[kind].stat().st_size < 100_000
+    # pyarrow is not asked to parse that footer (that is what took the reader down): within
+    # the footer cap, so only counting its column chunks refuses it
+    listing = lies["a footer listing 4.75 million column chunks"].read_bytes()
+    assert 14_000_000 < int.from_bytes(listing[-8:-4], "little") < 16 * 2**20
     for kind, size in (("48 MB of pandas metadata", 48_000_001),
                        ("15 MB of pandas metadata", 15_000_001)):
         assert len(pq.ParquetFile(lies[kind]).metadata.metadata[b"pandas"]) == size
@@ -239,8 +243,26 @@ def test_the_deployment_guide_states_these_limits() -> None:
     table = table[:table.index("\n\n", table.index("| Limit |"))]
     assert f"| Parquet footer | {parquet_pages.MAX_FOOTER_BYTES // 2**20} MiB" in table
     assert f"{parquet_pages.THRIFT_CONTAINER_LIMIT:,} entries" in table
+    assert f"at most {parquet_pages.MAX_COLUMN_CHUNKS:,} column chunks" in table
     assert (f"{parquet_pages.PANDAS_METADATA_BASE // 2**10} KiB + "
             f"{parquet_pages.PANDAS_METADATA_PER_COLUMN // 2**10} KiB per column + "
             f"{parquet_pages.PANDAS_METADATA_PER_CHARACTER} bytes per character") in table
     assert (f"twice the file's size + {ALLOWANCE_MIB} MiB, and at most twice its size + "
             f"{GROWTH_MIB} MiB above") in table
+
+
+def test_row_groups_times_columns_are_counted_before_pyarrow_parses_the_footer(
+        tmp_path, monkeypatch) -> None:
+    from cpdecomp.core.tables import parquet_pages
+
+    path = tmp_path / "groups.parquet"
+    pq.write_table(_mixed(40), path, row_group_size=10)  # 4 row groups x 10 columns
+    monkeypatch.setattr(parquet_pages, "MAX_COLUMN_CHUNKS", 39)
+
+    def must_not_open(*_args, **_kwargs):
+        raise AssertionError("pyarrow parsed the footer")
+
+    monkeypatch.setattr(pq, "ParquetFile", must_not_open)
+    with pytest.raises(CpdecompError, match="more than 39 column chunks") as error:
+        load_table(path)
+    assert error.value.reason == "too_large"

@@ -33,7 +33,7 @@ PANDAS_METADATA_PER_COLUMN = 1024
 """What pandas' metadata (the footer's b'pandas' entry, JSON) may take: its fixed part, and per
 column its entry, which repeats the name (escaped, up to 6 bytes a character) with its types."""
 
-PAGE_HEADER_READ = 64 * 2**10
+PAGE_HEADER_READ = 256
 """Bytes read first for a page header; a header with long statistics is read again, longer."""
 
 DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
@@ -49,14 +49,15 @@ def _size(count: int) -> str:
     return mebibytes(count) if count >= 2**20 else f"{count:,} bytes"
 
 
-def check_footer_length(handle: BinaryIO, size: int, name: str) -> None:
-    """The footer's length, from the file's last 8 bytes, before pyarrow reads the footer."""
+def read_footer(handle: BinaryIO, size: int, name: str) -> bytes | None:
+    """The footer's bytes, its length (the file's last 8 bytes) checked before they are read;
+    None for a file that does not end as Parquet does (pyarrow then says it is none)."""
     if size < 12:
-        return  # pyarrow says it is no Parquet file
+        return None
     handle.seek(size - 8)
     tail = handle.read(8)
     if tail[4:] != b"PAR1":
-        return
+        return None
     length = int.from_bytes(tail[:4], "little")
     if length > size - 12:
         raise damaged(name, f"its footer says it is {length:,} bytes, longer than the file")
@@ -65,6 +66,73 @@ def check_footer_length(handle: BinaryIO, size: int, name: str) -> None:
             f"{name}: its footer (the description of its columns and row groups) is "
             f"{mebibytes(length)}; the limit is {mebibytes(MAX_FOOTER_BYTES)}: save it with "
             "fewer, larger row groups and no extra metadata", reason="too_large")
+    handle.seek(size - 8 - length)
+    return handle.read(length)
+
+
+MAX_COLUMN_CHUNKS = 50_000
+"""Row groups x columns: what pyarrow builds an object of about 1.4 kB for as it parses the
+footer (70 MB here). An honest file within the caps has far fewer: 1,000 columns in 20 row
+groups are 20,000; a forged footer of 14 MB listing 4.75 million took the reader down."""
+
+
+def check_footer_structure(footer: bytes, name: str, max_columns: int) -> None:
+    """Count the footer's schema elements, row groups and column chunks from its bytes, before
+    pyarrow parses it into objects: every row group must have one column chunk per column, and
+    all of them together at most MAX_COLUMN_CHUNKS. Nothing but the counts is kept."""
+    cursor = _Cursor(footer)
+    leaves = chunks = 0
+
+    def element(field: int, kind: int, children: list[int]) -> None:
+        if field == 5 and kind == _I32:
+            children.append(cursor.signed())
+        else:
+            cursor.skip(kind, 2)
+
+    def group(field: int, kind: int, index: int) -> None:
+        nonlocal chunks
+        if field != 1 or kind != _LIST:
+            cursor.skip(kind, 2)
+            return
+        count, item = cursor.list_header()
+        if count != leaves:
+            raise damaged(name, f"row group {index + 1} has {count:,} column chunks for "
+                          f"{leaves:,} column" + ("" if leaves == 1 else "s"))
+        chunks += count
+        if chunks > MAX_COLUMN_CHUNKS:
+            raise CpdecompError(
+                f"{name} is split into more than {MAX_COLUMN_CHUNKS:,} column chunks (row "
+                f"groups x columns); save it with fewer, larger row groups",
+                reason="too_large")
+        for _ in range(count):
+            cursor.skip(item, 2, field=False)
+
+    def top(field: int, kind: int) -> None:
+        nonlocal leaves
+        if field == 2 and kind == _LIST:
+            count, _ = cursor.list_header()
+            if count - 1 > 4 * max_columns:  # nested columns take several elements each
+                raise CpdecompError(
+                    f"{name} has {count - 1:,} columns; the limit is {max_columns:,}: keep the "
+                    "features, the target and the id column", reason="too_many_columns")
+            for position in range(count):
+                children: list[int] = []
+                cursor.fields(lambda f, k, c=children: element(f, k, c))
+                if position and not any(children):
+                    leaves += 1
+        elif field == 4 and kind == _LIST:
+            count, _ = cursor.list_header()
+            for index in range(count):
+                cursor.fields(lambda f, k, i=index: group(f, k, i))
+        else:
+            cursor.skip(kind, 1)
+
+    try:
+        cursor.fields(top)
+    except CpdecompError:  # a ValueError too
+        raise
+    except (_Short, ValueError):
+        raise damaged(name, "its footer cannot be read") from None
 
 
 def check_counts(metadata, name: str) -> int:
@@ -242,6 +310,14 @@ class _Cursor:
         value = self.varint()
         return (value >> 1) ^ -(value & 1)
 
+    def list_header(self) -> tuple[int, int]:
+        """A list's length and element type."""
+        header = self.byte()
+        count = header >> 4
+        if count == 15:
+            count = self.varint()
+        return count, header & 0x0F
+
     def skip(self, kind: int, depth: int, field: bool = True) -> None:
         """Step over a value; a field's boolean is in its type, a list's takes a byte."""
         if depth > _MAX_DEPTH:
@@ -258,12 +334,9 @@ class _Cursor:
         elif kind == _BINARY:
             self.advance(self.varint())
         elif kind in (_LIST, _SET):
-            header = self.byte()
-            count = header >> 4
-            if count == 15:
-                count = self.varint()
+            count, item = self.list_header()
             for _ in range(count):
-                self.skip(header & 0x0F, depth + 1, field=False)
+                self.skip(item, depth + 1, field=False)
         elif kind == _MAP:
             count = self.varint()
             if count:

@@ -16,10 +16,11 @@ from cpdecomp.core.tables.parquet_pages import (
     MAX_FOOTER_BYTES,
     THRIFT_CONTAINER_LIMIT,
     check_counts,
-    check_footer_length,
+    check_footer_structure,
     check_pages,
     check_pandas_metadata,
     declared_bytes,
+    read_footer,
 )
 
 
@@ -128,7 +129,10 @@ def _measure(path: Path, name: str, limits: TableLimits) -> list[str]:
     try:
         with path.open("rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            check_footer_length(handle, size, name)
+            footer = read_footer(handle, size, name)
+            if footer is not None:
+                check_footer_structure(footer, name, limits.max_columns)
+                del footer
             with _opened(path, []) as parquet:
                 schema = parquet.schema_arrow
                 metadata = parquet.metadata

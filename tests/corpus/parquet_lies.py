@@ -240,6 +240,26 @@ def _with_pandas_metadata(path: Path, text: bytes) -> None:
         writer.add_key_value_metadata({b"pandas": text})
 
 
+def column_chunks_by_the_million(path: Path, *, groups: int = 25,
+                                 per_group: int = 190_000) -> None:
+    """A footer of 14 MB listing 25 row groups of 190,000 column chunks each (three bytes
+    apiece) for a file of 3 columns: 4.75 million objects for pyarrow to build as it parses the
+    footer, which took the reader down."""
+    honest = path.with_suffix(".honest")
+    _small_honest(honest)
+    footer = footer_of(honest)
+    data = honest.read_bytes()
+    length = int.from_bytes(data[-8:-4], "little")
+    group = {GROUP_COLUMNS: (LIST, (STRUCT, [{CHUNK_OFFSET: (I64, 4)}] * per_group)),
+             GROUP_BYTES: (I64, 0), GROUP_ROWS: (I64, 0)}
+    footer[FILE_ROW_GROUPS] = (LIST, (STRUCT, [group] * groups))
+    footer[FILE_ROWS] = (I64, 0)
+    encoded = encode_struct(footer)
+    path.write_bytes(data[:len(data) - 8 - length] + encoded + len(encoded).to_bytes(4, "little")
+                     + b"PAR1")
+    honest.unlink()
+
+
 LYING_FILES: dict[str, tuple[Callable[[Path], None], str]] = {
     "few rows claimed over 300 columns": (
         few_rows_claimed_over_wide_columns,
@@ -255,6 +275,9 @@ LYING_FILES: dict[str, tuple[Callable[[Path], None], str]] = {
         dictionary_page_bomb,
         "is damaged: the pages of column 'note' in row group 1 declare 1,430.5 MiB or more once "
         "decompressed"),
+    "a footer listing 4.75 million column chunks": (
+        column_chunks_by_the_million,
+        "is damaged: row group 1 has 190,000 column chunks for 3 columns"),
     "48 MB of pandas metadata": (
         pandas_metadata_bomb,
         "its footer (the description of its columns and row groups) is 45.8 MiB; the limit is "
