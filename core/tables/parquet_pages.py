@@ -73,7 +73,7 @@ def read_footer(handle: BinaryIO, size: int, name: str) -> bytes | None:
 MAX_COLUMN_CHUNKS = 50_000
 """Row groups x columns: what pyarrow builds an object of about 1.4 kB for as it parses the
 footer (70 MB here). An honest file within the caps has far fewer: 1,000 columns in 20 row
-groups are 20,000; a forged footer of 14 MB listing 4.75 million took the reader down."""
+groups are 20,000; a forged footer of 14 MB listing 4.75 million took the reader past 6 GiB."""
 
 
 def check_footer_structure(footer: bytes, name: str, max_columns: int) -> None:

@@ -244,7 +244,7 @@ def column_chunks_by_the_million(path: Path, *, groups: int = 25,
                                  per_group: int = 190_000) -> None:
     """A footer of 14 MB listing 25 row groups of 190,000 column chunks each (three bytes
     apiece) for a file of 3 columns: 4.75 million objects for pyarrow to build as it parses the
-    footer, which took the reader down."""
+    footer, which took the reader past 6 GiB."""
     honest = path.with_suffix(".honest")
     _small_honest(honest)
     footer = footer_of(honest)
