@@ -248,6 +248,12 @@ def _check_chunk(handle: BinaryIO, size: int, chunk, name: str, where: str) -> N
             raise damaged(
                 name, f"the pages of {where} declare {_size(decompressed)} or more once "
                 f"decompressed, its footer {_size(max(declared, 0))}")
+        if page.values < 0:
+            raise damaged(name, f"a page of {where} says it holds {page.values:,} values")
+        if page.kind == DICTIONARY_PAGE and page.values > page.uncompressed:
+            # every dictionary entry takes a byte or more, and pyarrow allocates for the count
+            raise damaged(name, f"the dictionary of {where} lists {page.values:,} values in "
+                          f"{_size(page.uncompressed)}")
         if page.kind in (DATA_PAGE, DATA_PAGE_V2):
             values += page.values
         position += page.length + page.compressed

@@ -198,6 +198,25 @@ def _page_bomb(path: Path, column: int, page_type: int) -> None:
     honest.unlink()
 
 
+def dictionary_count_lie(path: Path) -> None:
+    """The float column's dictionary page says it holds 200 million values (its 1.6 GB
+    pyarrow reserves) in the few bytes it has: pyarrow failed with 'OSError'."""
+    honest = path.with_suffix(".honest")
+    _small_honest(honest)
+
+    def inflate(_group: int, c: int, pages: list[Page]) -> list[Page]:
+        edited = []
+        for header, payload in pages:
+            if c == 0 and header[PAGE_TYPE][1] == DICTIONARY_PAGE:
+                dictionary = {**header[PAGE_DICTIONARY_HEADER][1], 1: (I32, 200_000_000)}
+                header = {**header, PAGE_DICTIONARY_HEADER: (STRUCT, dictionary)}
+            edited.append((header, payload))
+        return edited
+
+    rewrite(honest, path, edit_pages=inflate)
+    honest.unlink()
+
+
 def data_page_bomb(path: Path) -> None:
     """The float column's data page: 45 kB of zstd that decompresses to 1.5 GB of zeros, its
     header saying so, the footer's sizes for that column still those of the honest 2 kB."""
@@ -275,6 +294,9 @@ LYING_FILES: dict[str, tuple[Callable[[Path], None], str]] = {
         dictionary_page_bomb,
         "is damaged: the pages of column 'note' in row group 1 declare 1,430.5 MiB or more once "
         "decompressed"),
+    "a dictionary page that claims 200 million values": (
+        dictionary_count_lie,
+        "is damaged: the dictionary of column 'x' in row group 1 lists 200,000,000 values in"),
     "a footer listing 4.75 million column chunks": (
         column_chunks_by_the_million,
         "is damaged: row group 1 has 190,000 column chunks for 3 columns"),
@@ -296,6 +318,7 @@ LYING_FILES: dict[str, tuple[Callable[[Path], None], str]] = {
 """Each lying file's generator, and the phrase its one-line refusal must contain."""
 
 SMALL_LIES = ["a data page that decompresses to 1.5 GB",
+              "a dictionary page that claims 200 million values",
               "a dictionary page that decompresses to 1.5 GB",
               "pandas metadata of another shape",
               "pandas metadata of the right shape, wrong contents"]
