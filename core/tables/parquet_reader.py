@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -11,13 +12,27 @@ from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.missing import is_missing
 from cpdecomp.core.tables.checks import check_field_lengths, check_names, check_size, mebibytes
 from cpdecomp.core.tables.limits import TableLimits
+from cpdecomp.core.tables.parquet_pages import (
+    MAX_FOOTER_BYTES,
+    THRIFT_CONTAINER_LIMIT,
+    check_counts,
+    check_footer_structure,
+    check_pages,
+    check_pandas_metadata,
+    declared_bytes,
+    read_footer,
+)
 
 
 def read_parquet(path: Path, name: str, text_columns: Sequence[str],
                  limits: TableLimits) -> pd.DataFrame:
-    """Measure what the file decodes to before decoding any of it, then read it column by column.
+    """Measure what the file decodes to before decoding any of it, then read it a column chunk
+    at a time under a budget.
 
-    The footer gives rows, columns, types and the width of every fixed-width column; text is
+    The footer's counts and sizes are checked against each other and against every page header
+    first (`parquet_pages`): pyarrow trusts them, and a file that lies about them made it take
+    gigabytes. The footer then gives rows, columns, types and the width of every fixed-width
+    column; text is
     measured from its dictionary and row indices (or streamed in small batches where the
     encoding has no dictionary), so a kilobyte that would decode to gigabytes is refused having
     cost about a kilobyte. pyarrow reads plain arrays: nothing in a Parquet file is unpickled.
@@ -28,14 +43,37 @@ def read_parquet(path: Path, name: str, text_columns: Sequence[str],
     try:
         with _opened(path, dictionary) as parquet:
             schema = parquet.schema_arrow
-            # One column at a time, each made plain (text decoded, decimals as floats) before
-            # the next is read, so no more than one column is held in two forms at once.
-            columns = [_plain(parquet.read(columns=[f.name]).column(0)) for f in schema]
+            arrow = _read_row_groups(parquet, schema, name, limits)
     except (pa.ArrowException, OSError) as exc:
         raise _unreadable(name, exc) from None
-    arrow = pa.Table.from_arrays(columns, names=schema.names, metadata=schema.metadata)
-    del columns
+    arrow = arrow.replace_schema_metadata(schema.metadata)
     return _frame(arrow, name, text_columns, limits, start=0)
+
+
+def _read_row_groups(parquet, schema, name: str, limits: TableLimits):
+    """The file a column chunk at a time (each column of one row group, then the next row
+    group), each made plain (text decoded, decimals as floats) before the next is read, so no
+    more than one column chunk is held in two forms at once; and under a budget: what has been
+    decoded is counted after each chunk, and the read stops at the caps on decoded bytes, rows
+    and cells even if the footer (checked before) was wrong about them."""
+    import pyarrow as pa
+
+    if parquet.metadata.num_row_groups == 0:  # no rows: the columns, for "no data rows"
+        return pa.Table.from_arrays([_plain(c) for c in parquet.read().columns],
+                                    names=schema.names)
+    chunks: list[list] = [[] for _ in schema]
+    rows = decoded = 0
+    for group in range(parquet.metadata.num_row_groups):
+        for field, held in zip(schema, chunks, strict=True):
+            column = _plain(parquet.read_row_group(group, columns=[field.name],
+                                                   use_threads=False).column(0))
+            decoded += column.nbytes
+            _check_decoded(decoded, name, limits)
+            check_size(name, rows + len(column), len(schema.names), limits)
+            held.extend(column.chunks)
+        rows += len(column)
+    return pa.Table.from_arrays([pa.chunked_array(held) for held in chunks],
+                                names=schema.names)
 
 
 def iter_parquet(path: Path, name: str, text_columns: Sequence[str], limits: TableLimits,
@@ -75,36 +113,43 @@ def _opened(path: Path, dictionary: list[str], streamed: bool = False):
     12 float columns) was most of the memory a million-patient run took above a 10^4 one."""
     import pyarrow.parquet as pq
 
+    limits = {"thrift_string_size_limit": MAX_FOOTER_BYTES,
+              "thrift_container_size_limit": THRIFT_CONTAINER_LIMIT}
     if streamed:
         return pq.ParquetFile(path, read_dictionary=dictionary, pre_buffer=False,
-                              buffer_size=STREAM_BUFFER)
-    return pq.ParquetFile(path, read_dictionary=dictionary)
+                              buffer_size=STREAM_BUFFER, **limits)
+    return pq.ParquetFile(path, read_dictionary=dictionary, **limits)
 
 
 def _measure(path: Path, name: str, limits: TableLimits) -> list[str]:
     """Refuse from the footer and the text's lengths what would decode past the caps; returns
     the text columns to read as dictionaries (as they were measured)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        with pq.ParquetFile(path) as parquet:
-            schema = parquet.schema_arrow
-            metadata = parquet.metadata
-            check_size(name, 0, len(schema.names), limits)
-            check_names([str(n) for n in schema.names], name)
-            check_size(name, metadata.num_rows, len(schema.names), limits)
-            for field in schema:
-                _check_column_type(field, name)
-            stored = sum(metadata.row_group(i).total_byte_size
-                         for i in range(metadata.num_row_groups))
-            _check_decoded(stored, name, limits)
-            text = [f.name for f in schema if _is_text(f.type)]
-            decoded = sum(_fixed_width(f.type) * metadata.num_rows
-                          for f in schema if f.name not in text)
-            _check_decoded(decoded, name, limits)
-            # Prefix-compressed text (DELTA_BYTE_ARRAY) cannot be read into a dictionary.
-            streamed = [c for c in text if not _has_dictionary_encodings(metadata, c)]
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            footer = read_footer(handle, size, name)
+            if footer is not None:
+                check_footer_structure(footer, name, limits.max_columns)
+                del footer
+            with _opened(path, []) as parquet:
+                schema = parquet.schema_arrow
+                metadata = parquet.metadata
+                check_size(name, 0, len(schema.names), limits)
+                check_names([str(n) for n in schema.names], name)
+                for field in schema:
+                    _check_column_type(field, name)
+                rows = check_counts(metadata, name)
+                check_size(name, rows, len(schema.names), limits)
+                check_pandas_metadata(metadata.metadata, [str(n) for n in schema.names], name)
+                _check_decoded(declared_bytes(metadata), name, limits)
+                check_pages(handle, size, metadata, name)
+                text = [f.name for f in schema if _is_text(f.type)]
+                decoded = sum(_fixed_width(f.type) * rows for f in schema if f.name not in text)
+                _check_decoded(decoded, name, limits)
+                # Prefix-compressed text (DELTA_BYTE_ARRAY) cannot be read into a dictionary.
+                streamed = [c for c in text if not _has_dictionary_encodings(metadata, c)]
         dictionary = [c for c in text if c not in streamed]
         with _opened(path, dictionary, streamed=True) as parquet:
             for column in text:
@@ -123,11 +168,20 @@ def _frame(arrow, name: str, text_columns: Sequence[str], limits: TableLimits,
 
     # Dates become datetime64 columns, which core.data names as dates (not objects it cannot
     # tell from text); self_destruct hands each Arrow column to pandas and frees it.
+    has_pandas_metadata = b"pandas" in (arrow.schema.metadata or {})
     try:
         table = arrow.to_pandas(date_as_object=False, split_blocks=True, self_destruct=True)
     except pa.ArrowException as exc:
         raise CpdecompError(f"{name} has values that cannot be read ({type(exc).__name__}); "
                             "save dates and times as text", reason="unreadable") from None
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        # pandas' metadata had the right shape (checked before reading) but not its contents:
+        # pyarrow's use of it fails in whichever way the forgery makes it
+        if not has_pandas_metadata:
+            raise
+        raise CpdecompError(
+            f"{name}: its pandas metadata (the footer's 'pandas' entry) is not what pandas "
+            "writes; save the table again", reason="inconsistent") from None
     del arrow
     if not table.index.equals(pd.RangeIndex(len(table))):
         # A table saved with its index: an index with a name is a column (a patient id); rows

@@ -15,6 +15,8 @@ import pickle
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from corpus.parquet_lies import LYING_FILES, SMALL_LIES, lying_bytes
+
 SECRET_CELLS = ("P001", "Q7-SECRET")
 """Cell values of the headerless file that no refusal may quote."""
 
@@ -52,4 +54,6 @@ HOSTILE = [
      "column 'a' holds list"),
     ("wide.parquet", parquet_bytes(pa.table({f"c{i}": [1.0] for i in range(1200)})),
      "1,200 columns; the limit is 1,000"),
+    *((f"lie-{n}.parquet", lying_bytes(kind), LYING_FILES[kind][1])
+      for n, kind in enumerate(SMALL_LIES)),
 ]

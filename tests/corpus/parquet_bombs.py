@@ -120,7 +120,7 @@ def peak_rss_of_upload(path: Path, *, warm_up: Path) -> dict[str, object]:
     `warm_up` is uploaded first, so imports and first-use allocations are in the baseline.
     """
     script = f"""
-import json, resource
+import json, resource, sys
 from pathlib import Path
 from cpdecomp.app.sources import single_upload
 from cpdecomp.core.errors import CpdecompError
@@ -134,10 +134,10 @@ try:
     outcome = {{"read": list(dataset.patients.shape)}}
 except CpdecompError as error:
     outcome = {{"refused": error.reason, "message": str(error)}}
-print(json.dumps({{"before": before, "after": peak(), **outcome}}))
+print(json.dumps({{"before": before, "after": peak(), **outcome}}), file=sys.stderr)
 """
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # Started from the small measuring process, like a command: started from this (grown)
+    # process, the child's ru_maxrss would begin at this process's peak.
+    status, stderr, _ = peak_rss_of_command([sys.executable, "-c", script])
+    assert status == 0, stderr[-2000:]
+    return json.loads(stderr.strip().splitlines()[-1])
