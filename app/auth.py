@@ -128,9 +128,10 @@ def require_sign_in(purpose: str) -> str | None:
 
 
 def sign_out_button() -> None:
-    if configured() and identity() is not None and st.button(
-            "Sign out", key="sign_out", icon=":material/logout:"):
-        st.logout()
-        # The browser is sent to the provider's logout; until then, draw nothing more for the
-        # user who left.
-        st.rerun()
+    # st.logout in the click's callback, not after the button returned True: it queues the
+    # browser's redirect to Streamlit's logout (which deletes the identity cookie and ends the
+    # provider's session), and a rerun requested after it drops the queue before it is sent,
+    # leaving the cookie to sign the user back in on the next page load (seen in
+    # tests/e2e/test_oidc_sign_in.py). The callback's run draws the signed-out page meanwhile.
+    if configured() and identity() is not None:
+        st.button("Sign out", key="sign_out", icon=":material/logout:", on_click=st.logout)
