@@ -60,10 +60,17 @@ COOKIE_DAYS = 30  # Streamlit's AUTH_COOKIE_MAX_AGE_SECONDS; it accepts one day 
 DEADLINE = timing.seconds(30)
 
 
+NODE_AT_LEAST = (20, 12)  # oidc-provider 9 hashes with crypto.hash, new in Node 20.12
+
+
 def provider_missing() -> str | None:
     node = shutil.which("node")
     if node is None:
         return "node is not installed (apt-get install nodejs)"
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    found = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    if found < NODE_AT_LEAST:
+        return f"node {version.strip()} is older than oidc-provider needs (20.12)"
     if not (OIDC / "node_modules" / "oidc-provider" / "package.json").is_file():
         return f"oidc-provider is not installed in {OIDC} (cd tests/oidc && npm ci)"
     return None
