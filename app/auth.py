@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import streamlit as st
 
 from cpdecomp.app.reviews.events import MAX_NAME
+from cpdecomp.app.text import markdown_text
 
 REQUIRE_ENV = "CPDECOMP_REQUIRE_SIGN_IN"
 """Set to 1 where sign-in is mandatory: a missing [auth] section is then an error, not a
@@ -53,10 +54,43 @@ def providers() -> list[str | None]:
     return ([None] if "client_id" in section or not named else []) + named
 
 
-def identity() -> str | None:
-    """The signed-in user's email (else name, username or subject), or None."""
+def client_id(provider: object) -> str | None:
+    """The dashboard's client id at `provider` ("default": the one set in [auth] itself)."""
+    section = st.secrets["auth"]
+    if provider not in (None, "default"):
+        section = section.get(str(provider))
+    value = section.get("client_id") if isinstance(section, Mapping) else None
+    return value if isinstance(value, str) and value else None
+
+
+def wrong_audience() -> str | None:
+    """Why the signed-in user's ID token does not count: it was not issued to this dashboard.
+
+    OpenID Connect Core 3.1.3.7 has the client refuse an ID token whose `aud` does not contain
+    its client id. Authlib (which Streamlit's sign-in uses) checks only `azp`: a token for
+    another application that names the dashboard as its authorized party gets through it, so
+    the check is made here, on the claims Streamlit keeps from the ID token."""
     user = st.user
-    if user.get("is_logged_in") is not True:
+    if user.get("is_logged_in") is not True or not configured():
+        return None
+    ours = client_id(user.get("provider"))
+    audience = user.get("aud")
+    audiences = [audience] if isinstance(audience, str) else (
+        [a for a in audience if isinstance(a, str)] if isinstance(audience, list) else [])
+    if ours is not None and ours in audiences:
+        return None
+    shown = ", ".join(repr(a[:80]) for a in audiences[:3]) or "none"
+    return (f"Your sign-in was refused: the identity provider's ID token was issued for another "
+            f"application (audience {shown}), not this dashboard (client id {ours!r}). Sign in "
+            "again; if this repeats, ask the administrator to check the dashboard's "
+            "registration with the provider.")
+
+
+def identity() -> str | None:
+    """The signed-in user's email (else name, username or subject), or None (also when the ID
+    token was issued for another application)."""
+    user = st.user
+    if user.get("is_logged_in") is not True or wrong_audience() is not None:
         return None
     for claim in IDENTITY_CLAIMS:
         value = user.get(claim)
@@ -77,7 +111,10 @@ def require_sign_in(purpose: str) -> str | None:
     who = identity()
     if who is not None:
         return who
-    if st.user.get("is_logged_in") is True:
+    refused = wrong_audience()
+    if refused is not None:
+        st.error(markdown_text(refused))
+    elif st.user.get("is_logged_in") is True:
         st.error("Your sign-in gave neither an email nor a name, so reviews could not say who "
                  "made them; ask the administrator to add the email or profile scope.")
     else:
@@ -91,9 +128,10 @@ def require_sign_in(purpose: str) -> str | None:
 
 
 def sign_out_button() -> None:
-    if configured() and identity() is not None and st.button(
-            "Sign out", key="sign_out", icon=":material/logout:"):
-        st.logout()
-        # The browser is sent to the provider's logout; until then, draw nothing more for the
-        # user who left.
-        st.rerun()
+    # st.logout in the click's callback, not after the button returned True: it queues the
+    # browser's redirect to Streamlit's logout (which deletes the identity cookie and ends the
+    # provider's session), and a rerun requested after it drops the queue before it is sent,
+    # leaving the cookie to sign the user back in on the next page load (seen in
+    # tests/e2e/test_oidc_sign_in.py). The callback's run draws the signed-out page meanwhile.
+    if configured() and identity() is not None:
+        st.button("Sign out", key="sign_out", icon=":material/logout:", on_click=st.logout)

@@ -22,7 +22,10 @@ from cpdecomp.app.reviews import ReviewStore
 
 EXAMPLE = ROOT / ".streamlit" / "secrets.example.toml"
 SECRETS = tomllib.loads(EXAMPLE.read_text())
-CLINICIAN = {"is_logged_in": True, "email": "a.clinician@hospital.example", "name": "A. Clinician"}
+# What Streamlit keeps from a real sign-in: the ID token's claims (its audience among them) and
+# the name of the provider's section ("default": the one set in [auth] itself).
+ISSUED = {"is_logged_in": True, "provider": "default", "aud": SECRETS["auth"]["client_id"]}
+CLINICIAN = {**ISSUED, "email": "a.clinician@hospital.example", "name": "A. Clinician"}
 
 
 def new_app(secrets: dict | None = None, user: dict | None = None) -> AppTest:
@@ -93,7 +96,7 @@ def test_a_signed_in_reviewer_is_recorded_by_identity_and_cannot_be_edited(
 
 
 def test_the_name_is_used_when_the_provider_gives_no_email(review_db: Path) -> None:
-    at = queue(run_linear(new_app(SECRETS, {"is_logged_in": True, "name": "B. Nurse"})))
+    at = queue(run_linear(new_app(SECRETS, {**ISSUED, "name": "B. Nurse"})))
     assert at.text_input(key="reviewer_signed_in").value == "B. Nurse"
     at.button(key="mark_reviewed").click().run()
     events = ReviewStore(review_db).history(at.session_state["last_run"].dataset_key)
@@ -101,9 +104,47 @@ def test_the_name_is_used_when_the_provider_gives_no_email(review_db: Path) -> N
 
 
 def test_an_identity_without_email_or_name_cannot_review() -> None:
-    at = queue(new_app(SECRETS, {"is_logged_in": True}))
+    at = queue(new_app(SECRETS, ISSUED))
     assert any("neither an email nor a name" in e.value for e in at.error)
     assert "mark_reviewed" not in [b.key for b in at.button]
+
+
+@pytest.mark.parametrize("audience", ["other-app", ["other-app"], ["other-app", "more"], None])
+def test_an_id_token_for_another_audience_is_refused(review_db: Path, audience) -> None:
+    """OpenID Connect Core 3.1.3.7: the dashboard's client id must be in `aud` (Authlib checks
+    only azp; tests/e2e/test_oidc_sign_in.py gets such a token through a real provider)."""
+    user = {**CLINICIAN, "azp": SECRETS["auth"]["client_id"], "aud": audience}
+    if audience is None:
+        del user["aud"]
+    at = queue(run_linear(new_app(SECRETS, user)))
+    assert any("issued for another application" in e and SECRETS["auth"]["client_id"] in e
+               for e in errors(at))
+    assert "mark_reviewed" not in [b.key for b in at.button] and len(at.text_area) == 0
+    assert ReviewStore(review_db).history(at.session_state["last_run"].dataset_key) == []
+    at.switch_page("views/patient.py").run()
+    assert any("Sign in on the Review queue page" in c.value for c in at.caption)
+
+
+def test_an_audience_list_holding_the_dashboard_is_accepted() -> None:
+    at = queue(run_linear(new_app(SECRETS, {**CLINICIAN, "aud": ["other-app",
+                                                              SECRETS["auth"]["client_id"]],
+                                            "azp": SECRETS["auth"]["client_id"]})))
+    assert errors(at) == []
+    assert at.text_input(key="reviewer_signed_in").value == CLINICIAN["email"]
+
+
+def test_a_named_providers_own_client_id_is_the_audience_checked() -> None:
+    secrets = {"auth": {
+        "redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
+        "entra": {"client_id": "entra-id", "client_secret": "b", "server_metadata_url": "https://e/"},
+        "okta": {"client_id": "okta-id", "client_secret": "d", "server_metadata_url": "https://o/"},
+    }}
+    signed_in = {**CLINICIAN, "provider": "okta", "aud": "okta-id"}
+    at = queue(run_linear(new_app(secrets, signed_in)))
+    assert errors(at) == [] and at.text_input(key="reviewer_signed_in").value == CLINICIAN["email"]
+    # okta's token presented as if from entra: entra's client id is not its audience
+    at = queue(run_linear(new_app(secrets, {**signed_in, "provider": "entra"})))
+    assert any("client id 'entra-id'" in e for e in errors(at))
 
 
 def test_signing_out_closes_the_queue() -> None:
