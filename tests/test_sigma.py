@@ -97,16 +97,18 @@ def test_sigma_is_masked_on_its_log_scale_by_exact_tables_under_every_masking_bu
         np.testing.assert_allclose(evaluator.evaluate(coalitions, rows, ["sigma"])["sigma"],
                                    expected, rtol=1e-12)
     # exp of the mean over the background of the booster's own raw margin, by hand
-    margin = sigma.predictor.estimator._raw_predict
+    booster = sigma.predictor.estimator
     for c in (0, 7):
         hybrid = np.where(coalitions[c], rows[:, None, :], background[None, :, :])
-        by_hand = np.exp(margin(hybrid.reshape(-1, 3))[:, 0].reshape(30, 20).mean(axis=1))
+        margin = booster._raw_predict(hybrid.reshape(-1, 3))[:, 0].reshape(30, 20)
+        by_hand = np.exp(margin.mean(axis=1))
         np.testing.assert_allclose(expected[c], np.maximum(by_hand, sigma.floor), rtol=1e-12)
 
 
 def test_sigma_is_the_same_model_in_any_unit_of_the_target():
     """The Poisson deviance's hessian is the prediction: residuals in small units would grow
-    no split (scikit-learn needs a hessian sum of 1e-3 per child) without sigma's weights."""
+    no split (scikit-learn needs a hessian sum of 1e-3 per child) were they not fitted as a
+    multiple of their mean."""
     rng = np.random.default_rng(3)
     x = rng.normal(size=(400, 3))
     spread = np.abs((0.2 + np.abs(x[:, 0])) * rng.normal(size=400))
