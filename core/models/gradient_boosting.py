@@ -15,12 +15,12 @@ class GradientBoosting:
     label = "Gradient boosting"
     fast_path = "tree tables (on the log scale for the gamma family's log link)"
 
-    def estimator(self, categorical, seed: int, **loss: object):
+    def estimator(self, categorical, seed: int, **settings: object):
         """The built-in boosting's settings (sigma's too), unfitted."""
         return HistGradientBoostingRegressor(
             max_iter=N_TREES, max_leaf_nodes=MAX_LEAVES, learning_rate=0.1,
             categorical_features=categorical if categorical.any() else None,
-            early_stopping=False, random_state=seed, **loss,
+            early_stopping=False, random_state=seed, **settings,
         )
 
     def point(self, x, y, categorical, seed, positive=False):
