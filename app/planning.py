@@ -152,7 +152,8 @@ USER_SPEED_ROWS = 5_000
 def _slow_plan(components: Mapping[str, Component], masking: MaskingPath,
                rows: np.ndarray) -> MaskingPlan:
     """Ask core which components have a fast path; time the others on the rows."""
-    linked = any(c.link is not None for c in components.values())
+    # sigma's log link is part of its definition: it offers no response scale to choose
+    linked = any(c.has_response_scale for c in components.values())
     slow = {name: c for name, c in components.items() if not has_fast_path(c, masking)}
     if not slow:
         return MaskingPlan(True, float("inf"), 0, linked)

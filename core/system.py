@@ -44,7 +44,7 @@ LINEAR_CQR_R_NOTE = (
 
 def sigma_floor_warnings(fitted: FittedSystem) -> list[str]:
     """A warning when sigma can sit at its floor: those patients get intervals far narrower than
-    the rest, and are rarely covered. Nothing when sigma's forest cannot go that low anywhere."""
+    the rest, and are rarely covered. Nothing when the built-in sigma cannot go that low."""
     sigma = fitted.components.get("sigma")
     if sigma is None or sigma.floor is None:
         return []
@@ -310,7 +310,7 @@ def system_from_functions(family: str, functions: Mapping[str, Callable[[FloatAr
 
 COMPONENT_ALIASES = {"f_lo": "lo", "f_hi": "hi"}
 SIGMA_WARNING = (
-    "no sigma model was given: sigma is a random-forest model of |y - f(x)| on the "
+    "no sigma model was given: sigma is a gradient-boosting model (log link) of |y - f(x)| on the "
     "training rows; if f was fitted on those rows its residuals there are optimistic, so give "
     "rows f did not see, or your own sigma model"
 )

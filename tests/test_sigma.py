@@ -1,10 +1,14 @@
 """The normalized family's sigma stays above its floor, and says so when it cannot.
 
-sigma is a random forest on |out-of-fold residual|: every leaf is a mean of non-negative values,
-so sigma at any row, and any mean of it over a background, is at least the mean over trees of
-each tree's smallest leaf (core.models.sigma_lower_bound). On the bundled samples, with the
-default settings, that bound is above the floor, so no row, patient or masked row can sit there.
+sigma is a histogram gradient boosting of |out-of-fold residual| with a log link (Poisson
+deviance): sigma = exp(eta), eta a sum of trees, so sigma at any row, and any mean over a
+background (of eta, as masking takes it, or of sigma itself), is at least exp(baseline + the sum
+over trees of each tree's smallest leaf) (core.models.sigma_lower_bound). On the bundled
+samples, with the default settings, that bound is above the floor, so no row, patient or masked
+row can sit there.
 """
+
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -13,7 +17,12 @@ import pytest
 from cpdecomp import StudyOptions, fit_system, prepare_study, system_from_models
 from cpdecomp.core.explainer import draw_background
 from cpdecomp.core.games import MaskedEvaluator
-from cpdecomp.core.models import sigma_lower_bound
+from cpdecomp.core.models import (
+    Component,
+    ResponsePredictor,
+    difficulty_component,
+    sigma_lower_bound,
+)
 from cpdecomp.sample_data import SAMPLES, load_sample
 
 REAL_SAMPLES = ["diabetes", "actg175", "rand_hie"]
@@ -27,7 +36,7 @@ def test_no_row_of_a_bundled_sample_reaches_the_sigma_floor(name):
     sigma = fitted.components["sigma"]
     assert sigma.floor is not None and sigma.floor > 0
     for rows in (fitted.training_rows, study.system.calibration_rows, study.patient_rows):
-        raw = np.asarray(sigma.predictor.predict(rows))
+        raw = replace(sigma, floor=None).predict(rows)  # sigma before its floor
         assert raw.min() > sigma.floor
         assert fitted.rows_at_sigma_floor(rows) == 0
     lowest = sigma_lower_bound(sigma.predictor)
@@ -41,17 +50,75 @@ def test_the_lower_bound_holds_for_every_masked_sigma():
     y = table["a"] + np.exp(table["b"]) * rng.normal(size=300)
     fitted = fit_system(table, y, family="normalized", model="gbm", seed=0)
     sigma = fitted.components["sigma"]
-    forest = sigma.predictor.estimator
-    smallest_leaves = [tree.tree_.value[tree.tree_.children_left == -1].min()
-                       for tree in forest.estimators_]
+    booster = sigma.predictor.estimator
+    assert booster.loss == "poisson"
+    # sigma is the booster's own prediction (scikit-learn's exp of its raw margin)
+    rows = fitted.training_rows
+    np.testing.assert_allclose(replace(sigma, floor=None).predict(rows), booster.predict(rows),
+                               rtol=1e-12)
+    # the bound from the booster's own leaves, read here straight from its tree records
+    smallest = [tree.nodes["value"][tree.nodes["is_leaf"] == 1].min()
+                for (tree,) in booster._predictors]
     lowest = sigma_lower_bound(sigma.predictor)
-    np.testing.assert_allclose(lowest, np.mean(smallest_leaves), rtol=1e-15)
-    assert min(smallest_leaves) >= 0
+    np.testing.assert_allclose(lowest, np.exp(booster._baseline_prediction[0][0]
+                                               + np.sum(smallest)), rtol=1e-12)
+    far = rng.normal(scale=10.0, size=(2000, 4))  # rows far outside the training data
+    assert booster.predict(far).min() >= lowest > sigma.floor
     background = draw_background(fitted.training_rows, 50, seed=0)
     coalitions = rng.random((40, 4)) < 0.5
     masked = MaskedEvaluator({"sigma": sigma}, background, path="brute").evaluate(
         coalitions, fitted.training_rows[:60], ["sigma"])["sigma"]
     assert masked.min() >= lowest > sigma.floor
+    # the mean of sigma itself over the background (not of its log) is bounded too
+    response = Component("sigma", ResponsePredictor(sigma.predictor))
+    means = MaskedEvaluator({"sigma": response}, background, path="brute").evaluate(
+        coalitions, fitted.training_rows[:60], ["sigma"])["sigma"]
+    assert means.min() >= lowest
+    assert (means >= masked * (1 - 1e-12)).all()  # an arithmetic mean >= the geometric mean
+
+
+def test_sigma_is_masked_on_its_log_scale_by_exact_tables_under_every_masking_but_brute():
+    """sigma's log link is part of its definition: the response-scale option leaves it alone
+    (it is for the models whose predictions are the outcome), so sigma keeps its tables."""
+    rng = np.random.default_rng(2)
+    table = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
+    y = table["a"] + np.exp(table["b"]) * rng.normal(size=200)
+    fitted = fit_system(table, y, family="normalized", model="gbm", seed=0)
+    sigma = fitted.components["sigma"]
+    assert sigma.link == "log" and not sigma.has_response_scale
+    background = draw_background(fitted.training_rows, 20, seed=0)
+    rows = fitted.training_rows[:30]
+    coalitions = rng.random((25, 3)) < 0.5
+    brute = MaskedEvaluator({"sigma": sigma}, background, path="brute")
+    expected = brute.evaluate(coalitions, rows, ["sigma"])["sigma"]
+    for path in ("auto", "response"):
+        evaluator = MaskedEvaluator({"sigma": sigma}, background, path=path)
+        assert evaluator.path_of("sigma") == "tables"
+        np.testing.assert_allclose(evaluator.evaluate(coalitions, rows, ["sigma"])["sigma"],
+                                   expected, rtol=1e-12)
+    # exp of the mean over the background of the booster's own raw margin, by hand
+    booster = sigma.predictor.estimator
+    for c in (0, 7):
+        hybrid = np.where(coalitions[c], rows[:, None, :], background[None, :, :])
+        margin = booster._raw_predict(hybrid.reshape(-1, 3))[:, 0].reshape(30, 20)
+        by_hand = np.exp(margin.mean(axis=1))
+        np.testing.assert_allclose(expected[c], np.maximum(by_hand, sigma.floor), rtol=1e-12)
+
+
+def test_sigma_is_the_same_model_in_any_unit_of_the_target():
+    """The Poisson deviance's hessian is the prediction: residuals in small units would grow
+    no split (scikit-learn needs a hessian sum of 1e-3 per child) were they not fitted as a
+    multiple of their mean."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(400, 3))
+    spread = np.abs((0.2 + np.abs(x[:, 0])) * rng.normal(size=400))
+    categorical = np.zeros(3, dtype=bool)
+    units = difficulty_component(x, spread, categorical, seed=0)
+    micro = difficulty_component(x, spread * 1e-6, categorical, seed=0)
+    wide = units.predict(x)
+    assert wide.max() > 3 * wide.min()  # it learned the difficulty
+    np.testing.assert_allclose(micro.predict(x), wide * 1e-6, rtol=1e-9)
+    assert micro.floor == pytest.approx(units.floor * 1e-6, rel=1e-12)
 
 
 def test_a_sigma_at_its_floor_is_counted_and_warned_about():
@@ -67,7 +134,7 @@ def test_a_sigma_at_its_floor_is_counted_and_warned_about():
     assert 0 < expected < 200
     assert fitted.rows_at_sigma_floor(fitted.training_rows) == expected
     assert any(f"at its floor for {expected} of 200 training rows" in w for w in fitted.warnings)
-    # The forest sigma fitted for the same f when none is given has no such rows.
+    # The built-in sigma fitted for the same f when none is given has no such rows.
     with pytest.warns(UserWarning, match="no sigma model was given"):
         own = system_from_models("normalized", {"f": lambda frame: frame["a"].to_numpy()},
                                  table, target="y")

@@ -225,15 +225,21 @@ def subgroup_report(feature: str) -> None:
 
 def link_scale_note(links: dict[str, str]) -> str:
     """The masking's definition for a model with a log link (core.games.masking), said."""
-    if not links:
-        return ""
-    names = " and ".join(sorted(links))
-    return (f" The model behind {names} has a log link (a gamma, Poisson or Tweedie loss): a "
-            "removed feature is averaged over the background on its log scale, exp(mean of the "
-            "model's raw output), which keeps the exact tree tables and is shap's "
-            "model_output='raw' convention; the mean of its predictions themselves (the command "
-            "line's --masking response) is exact too, by brute force, and shares the same width "
-            "out differently (docs: the method, models with a log link).")
+    # The built-in sigma's log scale is part of its definition, not a choice (docs: the method).
+    note = (" σ has a log link: a removed feature is averaged over the background on its log "
+            "scale, exp(mean of log σ), which keeps the exact tree tables."
+            if "sigma" in links else "")
+    chosen = sorted(name for name in links if name != "sigma")
+    if not chosen:
+        return note
+    names = " and ".join(chosen)
+    return note + (
+        f" The model behind {names} has a log link (a gamma, Poisson or Tweedie loss): a "
+        "removed feature is averaged over the background on its log scale, exp(mean of the "
+        "model's raw output), which keeps the exact tree tables and is shap's "
+        "model_output='raw' convention; the mean of its predictions themselves (the command "
+        "line's --masking response) is exact too, by brute force, and shares the same width "
+        "out differently (docs: the method, models with a log link).")
 
 
 subgroups()

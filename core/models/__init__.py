@@ -34,6 +34,7 @@ from cpdecomp.core.models.design import (
     DesignPredictor,
     EncodedPredictor,
     LinearDesignPredictor,
+    LogDifficultyPredictor,
     LogLinearDesignPredictor,
     MarginPredictor,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "LeafQuantileForest",
     "Linear",
     "LinearDesignPredictor",
+    "LogDifficultyPredictor",
     "LogLinearDesignPredictor",
     "MarginPredictor",
     "MeanPredictor",

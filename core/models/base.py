@@ -89,10 +89,17 @@ class Component:
     def predict(self, encoded: FloatArray) -> FloatArray:
         return self.finish(np.asarray(self.predictor.predict(encoded), dtype=float))
 
+    @property
+    def has_response_scale(self) -> bool:
+        """Whether masking may average this component's response instead of its raw margin:
+        it has a link, and the link is not part of its definition (sigma's log scale is)."""
+        return self.link is not None and not getattr(self.predictor, "link_scale_only", False)
+
     def on_response_scale(self) -> Component:
         """The same function, with its link (if any) inside the predictor: masking then
-        averages the response over the background, not the raw margin."""
-        if self.link is None:
+        averages the response over the background, not the raw margin. A component whose
+        link is part of its definition (has_response_scale False) stays as it is."""
+        if not self.has_response_scale:
             return self
         return Component(self.name, ResponsePredictor(self.predictor), self.floor)
 

@@ -1,8 +1,8 @@
 """The components a family needs (f, sigma, lo, hi), fitted by a built-in model.
 
-sigma is a random forest on the absolute out-of-fold residual of the point model (so it learns
-honest difficulty), floored after masking; lo and hi are quantile models at alpha/2 and
-1 - alpha/2.
+sigma is a histogram gradient boosting with a log link (Poisson deviance) on the absolute
+out-of-fold residual of the point model (so it learns honest difficulty), floored after masking;
+lo and hi are quantile models at alpha/2 and 1 - alpha/2.
 """
 
 from __future__ import annotations
@@ -11,17 +11,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import KFold
 
 from cpdecomp.core.models.base import BaseModel, Component, Predictor
-from cpdecomp.core.models.design import DesignPredictor
-from cpdecomp.core.models.random_forest import RandomForest
+from cpdecomp.core.models.design import LogDifficultyPredictor
+from cpdecomp.core.models.gradient_boosting import GradientBoosting
 from cpdecomp.core.typing import BoolArray, FloatArray
 
 SIGMA_FLOOR = 0.01
 """sigma is floored at this fraction of the mean absolute out-of-fold residual: a smaller value
 is an extrapolation artifact of the difficulty model, and it would blow up the scores."""
+
+
+SIGMA_LEAF_ROWS = 50
+"""The fewest training rows in a leaf of sigma's trees."""
 
 
 def out_of_fold_residuals(model: BaseModel, x: FloatArray, y: FloatArray, categorical: BoolArray,
@@ -48,28 +51,51 @@ class TrainingData:
 
 def difficulty_component(x: FloatArray, spread: FloatArray, categorical: BoolArray,
                          seed: int) -> Component:
-    """sigma: a random forest on |residual|, floored at SIGMA_FLOOR of the mean |residual|.
+    """sigma = exp(eta): a boosting of |residual| with a log link, floored at SIGMA_FLOOR of the
+    mean |residual|.
 
-    Every leaf is a mean of non-negative values, so sigma, and every mean of it over a background
-    (what masking takes), is >= 0 by construction; and a forest is a sum of leaf values, so
-    masking keeps exact tree tables. A least-squares fit with no link (as gradient boosting was)
-    goes <= 0 on some rows, which the floor then turned into intervals a few percent of the
-    median width that were rarely covered. The floor stays as a guard: see sigma_lower_bound.
+    The Poisson deviance fits the mean of |residual| (as a forest's leaf means did) and takes
+    zeros; eta is a sum of trees, so masking averages it over the background by exact tree
+    tables and sigma_S = exp(mean of eta) > 0 for every row and coalition. A least-squares
+    boosting with no link (sigma before the forest) went <= 0 on some rows, which the floor then
+    turned into intervals a few percent of the median width that were rarely covered; the
+    forest that replaced it was positive too, but took 54 x this fit's time from 100,000 rows,
+    half of a cold explain's CPU (docs/benchmarks/sigma.md). The floor stays as a guard: see
+    sigma_lower_bound.
     """
-    floor = SIGMA_FLOOR * max(float(np.mean(spread)), np.finfo(float).tiny)
-    return Component("sigma", RandomForest().point(x, spread, categorical, seed), floor=floor)
+    scale = float(np.mean(spread))
+    floor = SIGMA_FLOOR * max(scale, np.finfo(float).tiny)
+    # The deviance's hessian is the prediction itself, and a split needs a hessian sum of 1e-3
+    # (scikit-learn's min_hessian_to_split): residuals in small units would grow no tree. Fitted
+    # on |residual| / its mean, the trees are the same in any unit; ln of the mean then goes
+    # into the booster's starting margin, so its own predict (and the tree tables, which read
+    # that margin) are in the target's units, summed in the same order. A constant sample
+    # weight would do the same, but scikit-learn's weighted histograms took 2-5 x as long.
+    # All residuals 0 (a perfect fit) leave nothing to learn: sigma is 1 then.
+    # |residual| is a noisy target (one draw of |noise| per row): leaves of at least 50 rows
+    # instead of 20 gave 7 % narrower median intervals at the same coverage over 10 resplits
+    # of 300 training rows (docs/benchmarks/sigma.md), about the forest's width.
+    estimator = GradientBoosting().estimator(categorical, seed, loss="poisson",
+                                             min_samples_leaf=SIGMA_LEAF_ROWS)
+    if scale > 0:
+        estimator.fit(x, spread / scale)
+        estimator._baseline_prediction = estimator._baseline_prediction + np.log(scale)
+    else:
+        estimator.fit(x, np.ones_like(spread))
+    return Component("sigma", LogDifficultyPredictor(estimator), floor=floor)
 
 
 def sigma_lower_bound(predictor: Predictor) -> float | None:
-    """The smallest value sigma's forest can give any row (or mean of rows): the mean over trees
-    of each tree's smallest leaf; None when sigma is not such a forest (a user's model)."""
-    if not isinstance(predictor, DesignPredictor) or not isinstance(predictor.estimator,
-                                                                    RandomForestRegressor):
+    """The smallest value the built-in sigma can give any row, or any mean over a background
+    (of its margin, or of itself): exp(baseline + the sum over trees of each tree's smallest
+    leaf); None when sigma is not that model (a user's)."""
+    if not isinstance(predictor, LogDifficultyPredictor):
         return None
     estimator = predictor.estimator
-    lowest = [float(tree.tree_.value[tree.tree_.children_left == -1, 0, 0].min())
-              for tree in estimator.estimators_]
-    return float(np.mean(lowest))
+    lowest = float(np.ravel(estimator._baseline_prediction)[0])
+    for (tree,) in estimator._predictors:
+        lowest += float(tree.nodes["value"][tree.nodes["is_leaf"] == 1].min())
+    return float(np.exp(lowest))
 
 
 def _difficulty(model: BaseModel, data: TrainingData, point: Component) -> Component:

@@ -15,7 +15,7 @@ from cpdecomp.core.typing import BoolArray, FloatArray
 
 UNSEEN_CATEGORY_HINT = (
     "its training rows had none there, so a model on the one-hot design (the linear model, the "
-    "forest, the normalized family's sigma) cannot tell it from the first category; give those "
+    "forest) cannot tell it from the first category; give those "
     "rows a category seen in training, or add training rows with gaps in that column"
 )
 
@@ -134,3 +134,15 @@ class MarginPredictor:
 
     def predict(self, encoded: FloatArray) -> FloatArray:
         return np.asarray(self.estimator._raw_predict(encoded), dtype=float)[:, 0]
+
+
+class LogDifficultyPredictor(MarginPredictor):
+    """The normalized family's built-in sigma: a Poisson-deviance boosting of |residual|, so
+    sigma = exp(raw margin), on its log scale.
+
+    Its log scale is part of what sigma is, not an outcome scale a user reads, so masking always
+    averages the margin (the response-scale option is for the models whose predictions are the
+    outcome: core.models.base.Component.on_response_scale).
+    """
+
+    link_scale_only = True

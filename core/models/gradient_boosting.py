@@ -15,19 +15,20 @@ class GradientBoosting:
     label = "Gradient boosting"
     fast_path = "tree tables (on the log scale for the gamma family's log link)"
 
-    def _estimator(self, categorical, seed: int, **loss: object):
+    def estimator(self, categorical, seed: int, **settings: object):
+        """The built-in boosting's settings (sigma's too), unfitted."""
         return HistGradientBoostingRegressor(
             max_iter=N_TREES, max_leaf_nodes=MAX_LEAVES, learning_rate=0.1,
             categorical_features=categorical if categorical.any() else None,
-            early_stopping=False, random_state=seed, **loss,
+            early_stopping=False, random_state=seed, **settings,
         )
 
     def point(self, x, y, categorical, seed, positive=False):
         if positive:
             # A log link keeps f > 0 everywhere, so the gamma family does not refuse real data.
-            return MarginPredictor(self._estimator(categorical, seed, loss="gamma").fit(x, y))
-        return EncodedPredictor(self._estimator(categorical, seed).fit(x, y))
+            return MarginPredictor(self.estimator(categorical, seed, loss="gamma").fit(x, y))
+        return EncodedPredictor(self.estimator(categorical, seed).fit(x, y))
 
     def quantile(self, x, y, categorical, seed, tau):
-        estimator = self._estimator(categorical, seed, loss="quantile", quantile=tau)
+        estimator = self.estimator(categorical, seed, loss="quantile", quantile=tau)
         return EncodedPredictor(estimator.fit(x, y))

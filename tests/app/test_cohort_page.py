@@ -93,7 +93,8 @@ def test_a_bug_shows_a_short_error_and_keeps_cell_values_out_of_the_log(
 
 def test_the_analysts_details_say_how_a_log_link_model_is_averaged() -> None:
     """The gamma family's linear model is a gamma GLM (log link): its removal is averaged on
-    the log scale, and the details say so; an identity-link run says nothing of links."""
+    the log scale, and the details say so; a run whose only log link is the normalized family's
+    sigma says that sigma is averaged on its log scale, and offers no other scale."""
     at = new_app()
     at.switch_page("views/setup.py").run()
     at.selectbox(key="cp_family").set_value("gamma").run()
@@ -103,9 +104,12 @@ def test_the_analysts_details_say_how_a_log_link_model_is_averaged() -> None:
     details = analyst_details(at)
     assert "The model behind f has a log link" in details
     assert "--masking response" in details
-    plain = run_linear(new_app())
+    plain = run_linear(new_app())  # the default family: normalized
     plain.switch_page("views/cohort.py").run()
-    assert "log link" not in analyst_details(plain)
+    assert plain.session_state["last_run"].options.family == "normalized"
+    details = analyst_details(plain)
+    assert "σ has a log link" in details
+    assert "The model behind" not in details and "--masking response" not in details
 
 
 def analyst_details(at) -> str:
