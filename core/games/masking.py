@@ -104,6 +104,8 @@ class MaskedEvaluator:
         columns into players; by default the columns themselves), or None."""
         if self.path == "brute":
             return None
+        if player_of_column is None and name in self._tables:
+            return self._tables[name]  # the columns themselves: asked for per patient, kept
         players = (np.arange(self.n_columns, dtype=np.int64) if player_of_column is None
                    else player_of_column)
         key = _grouping_key(players)
