@@ -260,7 +260,28 @@ class FeatureEncoder:
         if missing:
             raise CpdecompError(f"feature {missing[0]!r} is not in the data")
         encoded = np.empty((len(table), len(self.features)), dtype=float)
+        # A table of numpy numbers only (the usual patient table) is read as one array: per
+        # column, pandas' indexing costs ~20 µs, half of a patient's time at d = 16.
+        columns = table.columns.tolist()
+        block: list[int] = []
+        if len(set(columns)) == len(columns) and all(
+                isinstance(t, np.dtype) and t.kind in "fiub" for t in table.dtypes.tolist()):
+            position = {name: i for i, name in enumerate(columns)}
+            block = [j for j, kind in enumerate(self.kinds_)
+                     if not kind.is_categorical and not kind.numbers]
+        if block:
+            values = table.to_numpy(dtype=float)[:, [position[self.kinds_[j].name]
+                                                      for j in block]]
+            with np.errstate(invalid="ignore"):
+                refused = np.isinf(values) | (np.abs(values) > MAX_FEATURE_MAGNITUDE)
+            for i in np.flatnonzero(refused.any(axis=0)):  # the column-wise message
+                name = self.kinds_[block[i]].name
+                require_computable(name, table[name], values[:, i])
+            encoded[:, block] = values
+        done = set(block)
         for j, kind in enumerate(self.kinds_):
+            if j in done:
+                continue
             column = table[kind.name]
             encoded[:, j] = _encode_column(column, kind)
             if self.unseen == "refuse" and kind.is_categorical:

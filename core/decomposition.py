@@ -267,14 +267,16 @@ def _replicate_attributions(design: Design, replicate_values: FloatArray, level:
     return design.apply(kept)
 
 
-def decompose(design: Design, calibration_values: FloatArray, instance_values: FloatArray,
+def decompose(design: Design, calibration_values: FloatArray, instance_values: FloatArray | None,
               scale: Scale, units: Units, features: tuple[str, ...],
               calibration: tuple[FloatArray, FloatArray | None] | None = None,
               interval: tuple[FloatArray, FloatArray, float] | None = None,
               fixed_quantile: bool = False,
               background: tuple[FloatArray, FloatArray, float] | None = None,
               instance_replicates: FloatArray | None = None,
-              batches: tuple[FloatArray, FloatArray] | None = None) -> Decomposition:
+              batches: tuple[FloatArray, FloatArray] | None = None,
+              instance_shapley: tuple[FloatArray, FloatArray, FloatArray] | None = None
+              ) -> Decomposition:
     """Apply one design to the three games and express the result in `units`.
 
     calibration_values: (n_coalitions,); instance_values: (n_patients, n_coalitions);
@@ -286,18 +288,32 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
     family's scale (NaN where a draw was refused), for φ_I's background interval;
     batches: φ_C (n_batches, n_players) and φ_I (n_batches, n_patients, n_players) on the
     family's scale, each computed on one batch of the background (NaN where the family refused
-    a batch), for the background's Monte Carlo standard errors.
+    a batch), for the background's Monte Carlo standard errors;
+    instance_shapley: (φ_I, v_I(all players), v_I(no player)) when φ_I was computed without
+    v_I on the coalitions (core.games.instance.instance_shapley; exact Shapley only), with
+    instance_values None.
     """
-    n_patients = len(instance_values)
     if calibration is None:
         calibration = calibration_attribution(design, calibration_values)
+    if instance_shapley is not None:
+        if design.sampled or fixed_quantile:
+            raise ValueError("φ_I without v_I needs an exact design and no fixed-q̂ view")
+        phi_i, instance_full, instance_empty = instance_shapley
+        # The design is linear: φ of v_C + v_I is φ_C + φ_I.
+        phi_t = calibration[0][None, :] + phi_i
+    else:
+        if instance_values is None:
+            raise ValueError("decompose needs v_I on the coalitions or φ_I")
+        # φ_I and φ_T in one pass over the games; v_T = v_C + v_I is formed inside, elementwise.
+        phi_i, phi_t = design.apply_offset(calibration_values, instance_values)
+        instance_full = instance_values[:, design.full_index]
+        instance_empty = instance_values[:, design.empty_index]
+    n_patients = len(phi_i)
     phi_c = np.tile(calibration[0], (n_patients, 1))
     bounds = (None if interval is None
               else [np.tile(interval[0], (n_patients, 1)), np.tile(interval[1], (n_patients, 1))])
     redrawn = (None if background is None else
                [np.tile(background[0], (n_patients, 1)), np.tile(background[1], (n_patients, 1))])
-    # φ_I and φ_T in one pass over the games; v_T = v_C + v_I is formed inside, elementwise.
-    phi_i, phi_t = design.apply_offset(calibration_values, instance_values)
     instance_bounds = None
     if instance_replicates is not None and background is not None:
         instance_bounds = list(pivot_interval(phi_i, instance_replicates, background[2]))
@@ -308,17 +324,18 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
                         batch_standard_error(batch_i),
                         batch_standard_error(batch_c[:, None, :] + batch_i)]
     errors: list[FloatArray | None] = [None, None, None]
-    if design.sampled:
+    if design.sampled and instance_values is not None:
         total_values = calibration_values[None, :] + instance_values
         errors = [None if calibration[1] is None else np.tile(calibration[1], (n_patients, 1)),
                   design.standard_errors(instance_values), design.standard_errors(total_values)]
     fixed = None
-    if fixed_quantile:  # v_F(S) = T⁻¹(A(q̂) + B(h_S)): the instance game at the full model's q̂
+    if fixed_quantile and instance_values is not None:
+        # v_F(S) = T⁻¹(A(q̂) + B(h_S)): the instance game at the full model's q̂
         at_full_quantile = calibration_values[design.full_index] + instance_values
         fixed = design.apply(np.exp(at_full_quantile) if scale == "log" else at_full_quantile)
-    full = calibration_values[design.full_index] + instance_values[:, design.full_index]
+    full = calibration_values[design.full_index] + instance_full
     empty = float(calibration_values[design.empty_index]
-                  + (instance_values[0, design.empty_index] if n_patients else 0.0))
+                  + (instance_empty[0] if n_patients else 0.0))
     if scale == "log" and units == "width":
         width, base_width = np.exp(full), float(np.exp(empty))
         factor = logarithmic_mean_factor(width, base_width)[:, None]

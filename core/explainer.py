@@ -37,7 +37,13 @@ from cpdecomp.core.decomposition import (
     decompose,
 )
 from cpdecomp.core.errors import CpdecompError
-from cpdecomp.core.games import CalibrationGame, MaskedEvaluator, MaskingPath, instance_values
+from cpdecomp.core.games import (
+    CalibrationGame,
+    MaskedEvaluator,
+    MaskingPath,
+    instance_shapley,
+    instance_values,
+)
 from cpdecomp.core.games.cache import GameCache, content_digest, shared_cache
 from cpdecomp.core.interactions import Interactions, LatticeGames, lattice_interactions
 from cpdecomp.core.progress import unmetered
@@ -172,10 +178,14 @@ class InstancePart:
     """A chunk of patients' instance game and plain components (PatientGames.instance_part)."""
 
     rows: FloatArray
-    instance_values: FloatArray
-    """(n_patients, n_coalitions) v_I on the design's coalitions."""
+    instance_values: FloatArray | None
+    """(n_patients, n_coalitions) v_I on the design's coalitions; None when `shapley` holds
+    φ_I instead."""
     components: dict[str, FloatArray]
     prediction: FloatArray
+    shapley: tuple[FloatArray, FloatArray, FloatArray] | None = None
+    """(φ_I, v_I(all), v_I(none)) computed without the coalitions' values
+    (core.games.instance.instance_shapley), or None."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,11 +278,14 @@ class PatientGames:
         the plain components. Games of the same fitted system and background on other
         calibration sets (Explainer.with_calibration) finish it each without evaluating it
         again (core.recalibration)."""
-        v_i = instance_values(self.family, self.evaluator, rows, self.design.coalitions)
+        shapley = (None if self.fixed_quantile  # the comparator view reads v_I per coalition
+                   else instance_shapley(self.family, self.evaluator, rows, self.design))
+        v_i = (instance_values(self.family, self.evaluator, rows, self.design.coalitions)
+               if shapley is None else None)
         comps = {name: self.evaluator.plain(name, rows) for name in self.family.components}
         self.family.check_components(comps, "patient row")
         prediction = comps["f"] if "f" in comps else self.evaluator.plain(POINT, rows)
-        return InstancePart(rows, v_i, comps, prediction)
+        return InstancePart(rows, v_i, comps, prediction, shapley)
 
     def explain_part(self, part: InstancePart) -> tuple[Decomposition, FloatArray, FloatArray,
                                                          FloatArray]:
@@ -282,7 +295,8 @@ class PatientGames:
                                   self.family.scale, self.units, self.players,
                                   self.calibration_attribution, self.calibration_interval,
                                   self.fixed_quantile, self.background_interval,
-                                  self.instance_replicates(part.rows), self._batches(part.rows))
+                                  self.instance_replicates(part.rows), self._batches(part.rows),
+                                  instance_shapley=part.shapley)
         lower, upper = self.family.interval(self.q_hat, part.components)
         return decomposition, part.prediction, lower, upper
 

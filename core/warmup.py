@@ -101,10 +101,12 @@ def steps() -> list[tuple[str, Callable[[], object]]]:
     normalized family, exact Shapley, calibration bootstrap), then the kernels of the other
     views and of wide tables."""
     from cpdecomp.core.games.cache import GameCache
+    from cpdecomp.core.games.instance import GROUP_SHAPLEY_PLAYERS
     from cpdecomp.core.workflow import Study, StudyOptions, prepare_study
 
-    def study(table: pd.DataFrame, background: int) -> Study:
-        fitted = prepare_study(table, StudyOptions(target="outcome", background=background))
+    def study(table: pd.DataFrame, background: int, family: str = "normalized") -> Study:
+        fitted = prepare_study(table, StudyOptions(target="outcome", background=background,
+                                                   family=family))
         # in memory only: a synthetic table's games have no place in the disk cache
         fitted.explainer.cache = GameCache(None)
         return fitted
@@ -123,6 +125,11 @@ def steps() -> list[tuple[str, Callable[[], object]]]:
     def interactions() -> None:
         studies["default"].interactions(alpha=0.1)
 
+    def linear() -> None:
+        # CQR from GROUP_SHAPLEY_PLAYERS features: φ_I from the tree tables' leaf groups
+        study(synthetic_table(GROUP_SHAPLEY_PLAYERS), 32, "cqr").explain(
+            method="exact", alpha=0.1, rows=[0, 1, 2])
+
     def wide() -> None:
         study(synthetic_table(WIDE), 32).explain(method="permutation", alpha=0.1, budget=2,
                                                  rows=[0, 1, 2])
@@ -131,6 +138,7 @@ def steps() -> list[tuple[str, Callable[[], object]]]:
             ("the masking and Shapley kernels (a Run's main work)", explain),
             ("the calibration bootstrap's kernel", bootstrap),
             ("the interaction kernel", interactions),
+            ("the leaf groups' Shapley kernel (CQR)", linear),
             ("the kernels for more than 16 features", wide)]
 
 

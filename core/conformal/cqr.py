@@ -7,6 +7,8 @@ separation.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from cpdecomp.core.conformal.base import Components, Scale, require_finite
@@ -19,6 +21,8 @@ class ConformalizedQuantile:
     scale: Scale = "identity"
     components: tuple[str, ...] = ("lo", "hi")
     instance_components: tuple[str, ...] = ("lo", "hi")
+    instance_coefficients: ClassVar[dict[str, float]] = {"lo": -1.0, "hi": 1.0}
+    """B(h) = hi − lo is linear in the components: φ_I is φ(hi) − φ(lo) (core.games.instance)."""
     uses_quantile_level = True
     positive_point = False
     refuses_crossing = False

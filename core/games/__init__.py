@@ -6,7 +6,12 @@ what its values depend on; `Game` (core/games/base.py) is what both games offer.
 
 from cpdecomp.core.games.base import Game, GameKind
 from cpdecomp.core.games.calibration import CALIBRATION_GAME, CalibrationGame
-from cpdecomp.core.games.instance import INSTANCE_GAME, InstanceGame, instance_values
+from cpdecomp.core.games.instance import (
+    INSTANCE_GAME,
+    InstanceGame,
+    instance_shapley,
+    instance_values,
+)
 from cpdecomp.core.games.masking import MASKING_PATHS, ROWS_PER_CALL, MaskedEvaluator, MaskingPath
 
 GAMES: dict[str, GameKind] = {kind.name: kind for kind in (CALIBRATION_GAME, INSTANCE_GAME)}
@@ -22,5 +27,6 @@ __all__ = [
     "InstanceGame",
     "MaskedEvaluator",
     "MaskingPath",
+    "instance_shapley",
     "instance_values",
 ]

@@ -104,6 +104,8 @@ class MaskedEvaluator:
         columns into players; by default the columns themselves), or None."""
         if self.path == "brute":
             return None
+        if player_of_column is None and name in self._tables:
+            return self._tables[name]  # the columns themselves: asked for per patient, kept
         players = (np.arange(self.n_columns, dtype=np.int64) if player_of_column is None
                    else player_of_column)
         key = _grouping_key(players)
@@ -169,6 +171,24 @@ class MaskedEvaluator:
             raw.update({name: values.T for name, values in by_coalition.items()})
         advance(len(coalitions) * len(rows) - ticked)  # the cells brute force did not tick
         return {name: self.components[name].finish(raw[name]) for name in names}
+
+    def shapley_by_row(self, rows: FloatArray, names: Sequence[str]
+                       ) -> dict[str, tuple[FloatArray, FloatArray, FloatArray]] | None:
+        """{name: (φ (n_rows, n_columns), value at all columns, at none)}: exact Shapley values
+        of each component's masked prediction over the columns, from its tree tables without
+        the 2^d lattice (TreeTables.shapley); None unless every component is served by the
+        tables with no link or floor (a link is not linear, so its φ is not the trees')."""
+        out = {}
+        for name in names:
+            component = self.components[name]
+            if (self.path_of(name) != "tables" or component.link is not None
+                    or component.floor is not None):
+                return None
+            tables = self.tables(name)
+            if tables is None:
+                return None
+            out[name] = tables.shapley(np.asarray(rows, dtype=float))
+        return out
 
     def plain(self, name: str, rows: FloatArray) -> FloatArray:
         """The component at the rows themselves (no feature removed), by its fastest path."""

@@ -347,3 +347,54 @@ def _coalition_values(rows, offsets, order, parent, change_start, new_reads, old
                     total += buffers[new_reads[e]] - buffers[old_reads[e]]
             values[c] = total
     return out
+
+
+@njit(cache=True, nogil=True)
+def _group_shapley(rows, n_players, base, tests, failures, groups, terms, table_start, weights):
+    """Exact Shapley values of g_S per row, with no lattice: (φ (n_rows, d), g_full, g_empty).
+
+    g_S = base + Σ_g u_g(S ∩ F_g), where u_g(T) is group g's buffer (the sum over its leaves
+    of 1[T ⊆ A_L] Q_L(T)). A Shapley value is linear in the game, and u_g's players outside F_g
+    are null, so φ_j = Σ_{g ∋ j} Σ_{T ⊆ F_g ∖ j} w_k(|T|) (u_g(T ∪ j) − u_g(T)) with
+    k = |F_g| and w_k(s) = s!(k − s − 1)!/k! (weights[k, s]): k 2^(k−1) terms per group,
+    whatever d, where the lattice costs 2^d per row and its Shapley sum d 2^(d−1).
+    """
+    group_leaves, group_leaf_start = groups.leaves, groups.leaf_start
+    group_k, group_players = groups.k, groups.players
+    n_rows = rows.shape[0]
+    phi = np.zeros((n_rows, n_players))
+    full = np.empty(n_rows)
+    empty = np.empty(n_rows)
+    answers = np.empty(tests.player.size, dtype=np.bool_)
+    reach = np.empty(failures.full.size, dtype=np.int64)
+    buffer = np.zeros(1 << group_k.max())
+    for r in range(n_rows):
+        _answers(rows[r], tests, answers)
+        _reach_all(answers, failures, reach)
+        at_full = base
+        at_empty = base
+        for g in range(group_k.size):
+            k = group_k[g]
+            size = 1 << k
+            for i in range(group_leaf_start[g], group_leaf_start[g + 1]):
+                leaf = group_leaves[i]
+                _add_reached_terms(buffer, 0, reach[leaf], terms, table_start[leaf])
+            at_full += buffer[size - 1]
+            at_empty += buffer[0]
+            for i in range(k):
+                step = 1 << i
+                total = 0.0
+                for subset in range(size):
+                    if not subset & step:
+                        size_of = 0
+                        rest = subset
+                        while rest:
+                            rest &= rest - 1
+                            size_of += 1
+                        total += weights[k, size_of] * (buffer[subset | step] - buffer[subset])
+                phi[r, group_players[g, i]] += total
+            for mask in range(size):
+                buffer[mask] = 0.0
+        full[r] = at_full
+        empty[r] = at_empty
+    return phi, full, empty

@@ -24,6 +24,8 @@ out a design's reads); the compiled kernels and their records are in core.games.
 
 from __future__ import annotations
 
+from math import factorial
+
 import numba
 import numpy as np
 
@@ -36,6 +38,7 @@ from cpdecomp.core.games.tree_kernels import (
     SplitTests,
     TreeWalks,
     _coalition_values,
+    _group_shapley,
     _lattice_parallel,
     _lattice_serial,
     _leaf_terms,
@@ -223,9 +226,35 @@ class TreeTables:
             self._reads[key] = entry
         return entry[1]
 
+    def shapley(self, rows: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Exact Shapley values of the masked prediction over all 2^d coalitions, without
+        the lattice: (φ (n_rows, n_players), g_all(row), g_none(row)).
+
+        Each group of leaves is a game on its own k path players, and a Shapley value is
+        linear in the game: the groups' small games give φ exactly (_group_shapley), in
+        ~groups · k 2^(k−1) operations per row, where the lattice and the Shapley sum over it
+        cost ~d 2^d (at d = 16, B = 100, 100 trees of depth 4: about 1/10 of the time).
+        """
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        return _group_shapley(rows, self.n_players, self.base, self.tests, self.failures,
+                              self.groups, self.terms, self.paths.table_start, _SHAPLEY_WEIGHTS)
+
     def coalition_values(self, rows: FloatArray, coalitions: Coalitions) -> FloatArray:
         """(n_coalitions, n_rows) masked predictions for boolean masks over the players."""
         return np.ascontiguousarray(self.values_by_row(rows, coalitions).T)
+
+
+def _shapley_weights(most: int) -> FloatArray:
+    """weights[k, s] = s!(k − s − 1)!/k!, the Shapley weight of a size-s coalition in a
+    k-player game (0 where s ≥ k)."""
+    weights = np.zeros((most + 1, most + 1))
+    for k in range(1, most + 1):
+        for s in range(k):
+            weights[k, s] = factorial(s) * factorial(k - s - 1) / factorial(k)
+    return weights
+
+
+_SHAPLEY_WEIGHTS = _shapley_weights(MAX_PATH_PLAYERS)
 
 
 def _host_groups(path_players: list[tuple[int, ...]]) -> dict[tuple[int, ...], tuple[int, ...]]:
