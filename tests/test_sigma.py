@@ -121,6 +121,18 @@ def test_sigma_is_the_same_model_in_any_unit_of_the_target():
     assert micro.floor == pytest.approx(units.floor * 1e-6, rel=1e-12)
 
 
+@pytest.mark.parametrize("rows", [40, 80, 160])
+def test_sigma_learns_the_difficulty_from_a_small_training_set(rows):
+    """A 160-row cohort has 80 training rows: leaves of a fixed 50 rows let no tree split, so
+    sigma was one constant and every patient got the same width (the browser tests' cohorts)."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(rows, 3))
+    spread = np.abs((0.1 + 2 * (x[:, 0] > 0)) * rng.normal(size=rows))
+    sigma = difficulty_component(x, spread, np.zeros(3, dtype=bool), seed=0).predict(x)
+    easy, hard = sigma[x[:, 0] < -0.5], sigma[x[:, 0] > 0.5]
+    assert np.median(hard) > 2 * np.median(easy), (np.median(easy), np.median(hard))
+
+
 def test_a_sigma_at_its_floor_is_counted_and_warned_about():
     """A user's sigma that is 0 where a < 0: those training rows are at the floor."""
     rng = np.random.default_rng(1)

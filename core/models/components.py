@@ -24,7 +24,19 @@ is an extrapolation artifact of the difficulty model, and it would blow up the s
 
 
 SIGMA_LEAF_ROWS = 50
-"""The fewest training rows in a leaf of sigma's trees."""
+"""The fewest training rows in a leaf of sigma's trees, from 300 training rows up."""
+
+SIGMA_LEAF_SHARE = 6
+"""Below 300 training rows a leaf needs a sixth of them (at least SIGMA_SMALLEST_LEAF): a fixed
+50 let no tree split from fewer than 100 rows, so sigma was one constant and every patient of a
+160-row cohort got the same width."""
+
+SIGMA_SMALLEST_LEAF = 5
+
+
+def sigma_leaf_rows(n_rows: int) -> int:
+    """The fewest training rows in a leaf of sigma's trees, for n_rows training rows."""
+    return min(SIGMA_LEAF_ROWS, max(SIGMA_SMALLEST_LEAF, n_rows // SIGMA_LEAF_SHARE))
 
 
 def out_of_fold_residuals(model: BaseModel, x: FloatArray, y: FloatArray, categorical: BoolArray,
@@ -73,10 +85,11 @@ def difficulty_component(x: FloatArray, spread: FloatArray, categorical: BoolArr
     # weight would do the same, but scikit-learn's weighted histograms took 2-5 x as long.
     # All residuals 0 (a perfect fit) leave nothing to learn: sigma is 1 then.
     # |residual| is a noisy target (one draw of |noise| per row): leaves of at least 50 rows
+    # (from 300 training rows up: sigma_leaf_rows)
     # instead of 20 gave 7 % narrower median intervals at the same coverage over 10 resplits
     # of 300 training rows (docs/benchmarks/sigma.md), about the forest's width.
     estimator = GradientBoosting().estimator(categorical, seed, loss="poisson",
-                                             min_samples_leaf=SIGMA_LEAF_ROWS)
+                                             min_samples_leaf=sigma_leaf_rows(len(spread)))
     if scale > 0:
         estimator.fit(x, spread / scale)
         estimator._baseline_prediction = estimator._baseline_prediction + np.log(scale)

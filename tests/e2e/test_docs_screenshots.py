@@ -25,7 +25,7 @@ SIZE = (1440, 900)
 PICTURES = ("data", "setup", "cohort", "patient", "patient-reading", "review-queue")
 """The pictures this test makes, one per page, in the order a clinician meets them."""
 READING = ("s5 ltg widens it for this patient (+50) but narrows it through the calibration set "
-           "(−65): the total shows only −14")
+           "(−69): the total shows only −18")
 """The Patient page's reading of the first patient, which docs/clinician.md and the README
 quote."""
 
@@ -104,7 +104,7 @@ def test_the_guides_pictures_are_the_dashboard_at_1440x900(tmp_path: Path) -> No
         # The guide and the README read this patient's picture in these words and numbers: a
         # change that moves them must update the pages too.
         expect(page.locator(".st-key-patient [role='combobox']")).to_have_value(
-            "P0004 · width 296 (percentile 94)")
+            "P0004 · width 365 (percentile 96)")
         expect(page.get_by_test_id("stMain")).to_contain_text(READING)
         shoot(page, "patient")
         # Further down: the reading in words, then the waterfall; the reading's first line
