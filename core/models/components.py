@@ -33,6 +33,13 @@ SIGMA_LEAF_SHARE = 6
 
 SIGMA_SMALLEST_LEAF = 5
 
+SIGMA_MAX_DEPTH = 6
+"""The deepest a tree of sigma may grow (31 leaves fit in 5 levels). Every patient's tables
+walk each tree's paths, and their cost grows with the features a path splits on: grown without
+a bound from 3,000 training rows, sigma's trees were 12 levels deep, and a patient of the
+normalized family cost 0.35-0.38 CPU-ms against 0.17-0.18 at 6 levels (d = 12, background
+1,000; docs/benchmarks/sigma.md), a third more than the forest's before it."""
+
 
 def sigma_leaf_rows(n_rows: int) -> int:
     """The fewest training rows in a leaf of sigma's trees, for n_rows training rows."""
@@ -89,7 +96,8 @@ def difficulty_component(x: FloatArray, spread: FloatArray, categorical: BoolArr
     # instead of 20 gave 7 % narrower median intervals at the same coverage over 10 resplits
     # of 300 training rows (docs/benchmarks/sigma.md), about the forest's width.
     estimator = GradientBoosting().estimator(categorical, seed, loss="poisson",
-                                             min_samples_leaf=sigma_leaf_rows(len(spread)))
+                                             min_samples_leaf=sigma_leaf_rows(len(spread)),
+                                             max_depth=SIGMA_MAX_DEPTH)
     if scale > 0:
         estimator.fit(x, spread / scale)
         estimator._baseline_prediction = estimator._baseline_prediction + np.log(scale)
