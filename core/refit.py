@@ -259,21 +259,39 @@ def _half_games(system: ConformalSystem, evaluators: list[MaskedEvaluator],
                 coalitions: np.ndarray, alpha: float) -> tuple[FloatArray, ...]:
     """v_C of half A, half B and their averaged pipeline on the system's calibration rows.
 
-    Masking is a mean over the background, and both halves are masked on the same one, so
-    the average of their masked components is the averaged pipeline's masked components. Rows
-    go in chunks, as in CalibrationGame.compute.
+    Masking is a mean over the background (of a component's margin where its link is part of
+    it, as sigma's log scale is), and both halves are masked on the same one, so the average
+    of their masked means is the averaged pipeline's masked mean: the mix averages each
+    component on the scale masking averages it on, then takes the inverse link and a floor
+    (the halves' mean floor). Rows go in chunks, as in CalibrationGame.compute.
     """
     family = system.family
     names = family.components
     rows, targets = system.calibration_rows, system.calibration_targets
     scores = np.empty((3, len(coalitions), len(rows)))
     step = max(1, CELLS_PER_CHUNK // max(len(coalitions), 1))
+    halves = [e.components for e in evaluators]
+    mixed = {name: _mixed(halves[0][name], halves[1][name]) for name in names}
     for start in range(0, len(rows), step):
         stop = start + step
-        tables = [e.evaluate_by_row(coalitions, rows[start:stop], names) for e in evaluators]
-        tables.append({name: (tables[0][name] + tables[1][name]) / 2 for name in names})
+        raw = [e.evaluate_by_row(coalitions, rows[start:stop], names, finished=False)
+               for e in evaluators]
+        tables = [{name: half[name].finish(values[name]) for name in names}
+                  for half, values in zip(halves, raw, strict=True)]
+        tables.append({name: mixed[name].finish((raw[0][name] + raw[1][name]) / 2)
+                       for name in names})
         for k, table in enumerate(tables):
             family.check_components(table, "masked calibration row")
             scores[k, :, start:stop] = family.scores(targets[start:stop, None], table).T
     scores.sort(axis=2)
     return tuple(CalibrationGame(family, coalitions, s).values(alpha) for s in scores)
+
+
+def _mixed(a: Component, b: Component) -> Component:
+    """What the averaged pipeline's component does after masking: the halves' inverse link
+    (the same model, so the same link) and their mean floor."""
+    if a.link != b.link:
+        raise CpdecompError(f"the halves' {a.name} models have different links")
+    floor = None if a.floor is None or b.floor is None else (a.floor + b.floor) / 2
+    return replace(a, floor=floor)
+

@@ -32,10 +32,12 @@ from corpus.thrift_compact import decode_struct, encode_struct
 from cpdecomp.core.errors import CpdecompError
 from cpdecomp.core.tables import load_table, parquet_reader
 
-ALLOWANCE_MIB = 384
+ALLOWANCE_MIB = 512
 """What a refused file may cost beyond twice its size: the command line explaining a trivial
-honest file peaks at about 330 MiB (its imports and one run), the dashboard's upload reader at
-about 120 MiB; rounded up. docs/deployment.md states it."""
+honest file peaks at about 330 MiB (its imports and one run), 380-450 MiB on a fresh machine's
+first runs (a CI run: the 15 MB pandas-metadata file peaked at 415 MiB against 384 + 29), the
+dashboard's upload reader at about 120 MiB; rounded up. GROWTH_MIB is the tighter check.
+docs/deployment.md states it."""
 
 GROWTH_MIB = 64
 """What refusing a lying file may add, beyond twice its size, to the same process refusing or

@@ -12,8 +12,9 @@ import pytest
 
 from cpdecomp import Explainer, system_from_functions
 from cpdecomp.core.errors import CpdecompError
+from cpdecomp.core.games.calibration import CalibrationGame
 from cpdecomp.core.games.masking import MaskedEvaluator
-from cpdecomp.core.models import get_model
+from cpdecomp.core.models import Component, get_model
 from cpdecomp.core.refit import _half_games, _refitted, cross_fit_interval, refit_bootstrap
 from cpdecomp.core.system import fit_system
 
@@ -87,16 +88,32 @@ def test_the_averaged_pipelines_game_is_the_game_of_the_averaged_models():
     design = Explainer(system, background_size=64, background_error=False).design("exact")
     _, _, mix = _half_games(system, [MaskedEvaluator(h, background) for h in halves],
                             design.coalitions, 0.1)
-    averaged = {name: (lambda z, n=name: (halves[0][n].predictor.predict(z)
-                                          + halves[1][n].predictor.predict(z)) / 2)
+    # The averaged models, masked by brute force: each component's predictor (sigma's on its
+    # log scale, where it is masked) averaged over the halves, the link and the halves' mean
+    # floor applied after the mean over the background.
+    averaged = {name: Component(name, _Averaged(halves[0][name].predictor,
+                                                halves[1][name].predictor),
+                                floor=None if halves[0][name].floor is None else
+                                (halves[0][name].floor + halves[1][name].floor) / 2)
                 for name in ("f", "sigma")}
-    table = pd.DataFrame(background, columns=list(system.feature_names))
-    brute = system_from_functions("normalized", averaged, table).conformalize(
-        pd.DataFrame(system.calibration_rows, columns=list(system.feature_names)),
-        system.calibration_targets)
-    explainer = Explainer(brute, background_size=40, masking="brute", background_error=False)
-    np.testing.assert_allclose(mix, explainer.calibration_game("exact").values(0.1),
-                               rtol=1e-12, atol=1e-12)
+    assert averaged["sigma"].link == "log"  # the built-in sigma: a log-link boosting
+    table = MaskedEvaluator(averaged, background, path="brute").evaluate_by_row(
+        design.coalitions, system.calibration_rows, ["f", "sigma"])
+    scores = system.family.scores(system.calibration_targets[:, None], table).T
+    scores.sort(axis=1)
+    expected = CalibrationGame(system.family, design.coalitions, scores).values(0.1)
+    np.testing.assert_allclose(mix, expected, rtol=1e-12, atol=1e-12)
+
+
+class _Averaged:
+    """Two predictors' mean, declaring their link (sigma's log scale)."""
+
+    def __init__(self, a, b) -> None:
+        self.a, self.b = a, b
+        self.link = getattr(a, "link", None)
+
+    def predict(self, z):
+        return (self.a.predict(z) + self.b.predict(z)) / 2
 
 
 def test_the_cross_fitted_interval_refuses_what_it_cannot_split():

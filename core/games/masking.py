@@ -140,8 +140,9 @@ class MaskedEvaluator:
         return {name: np.ascontiguousarray(values.T) for name, values in by_row.items()}
 
     def evaluate_by_row(self, coalitions: Coalitions, rows: FloatArray,
-                        names: Sequence[str]) -> dict[str, FloatArray]:
-        """{name: (n_rows, n_coalitions)}: the games' layout, one row per patient.
+                        names: Sequence[str], finished: bool = True) -> dict[str, FloatArray]:
+        """{name: (n_rows, n_coalitions)}: the games' layout, one row per patient; with
+        finished=False, the masked means before each component's inverse link and floor.
 
         Tree tables produce this layout, so the games take it as it comes: no transposed copy
         of a (patients × coalitions) array on the way to the design.
@@ -170,6 +171,8 @@ class MaskedEvaluator:
             by_coalition, ticked = self._brute_force(brute, coalitions, rows)
             raw.update({name: values.T for name, values in by_coalition.items()})
         advance(len(coalitions) * len(rows) - ticked)  # the cells brute force did not tick
+        if not finished:
+            return raw
         return {name: self.components[name].finish(raw[name]) for name in names}
 
     def shapley_by_row(self, rows: FloatArray, names: Sequence[str]
