@@ -78,17 +78,9 @@ def refit_bootstrap(system: ConformalSystem, training_targets: ArrayLike,
     percentile: the plain percentile interval instead of the pivot (for comparison).
     """
     fitted = system.fitted
-    if fitted.digest is None:
-        raise CpdecompError("the refitting bootstrap refits the system's models: it needs a "
-                            "system fitted here (fit_system), not given functions or models")
+    rows, y = _refit_inputs(system, training_targets, level, "the refitting bootstrap")
     if n_replicates < 2:
         raise CpdecompError("a bootstrap needs at least 2 replicates")
-    if not 0 < level < 1:
-        raise CpdecompError(f"the interval level must lie strictly between 0 and 1, not {level}")
-    y = np.asarray(training_targets, dtype=float)
-    rows = fitted.training_rows
-    if y.shape != (len(rows),):
-        raise CpdecompError(f"training_targets has {y.size} values for {len(rows)} training rows")
     model = get_model(fitted.model)
     own = Explainer(system, background_size=background_size, seed=seed, background_error=False)
     design = own.design(method, budget, groups)
@@ -127,6 +119,22 @@ def refit_bootstrap(system: ConformalSystem, training_targets: ArrayLike,
     else:
         low, high = 2 * estimate - q_hi, 2 * estimate - q_lo
     return RefitInterval(low, high, level, estimate, replicates, refused)
+
+
+def _refit_inputs(system: ConformalSystem, training_targets: ArrayLike, level: float,
+                  what: str) -> tuple[FloatArray, FloatArray]:
+    """The training rows and their targets, checked, for an interval that refits the models."""
+    fitted = system.fitted
+    if fitted.digest is None:
+        raise CpdecompError(f"{what} refits the system's models: it needs a system fitted "
+                            "here (fit_system), not given functions or models")
+    if not 0 < level < 1:
+        raise CpdecompError(f"the interval level must lie strictly between 0 and 1, not {level}")
+    y = np.asarray(training_targets, dtype=float)
+    rows = fitted.training_rows
+    if y.shape != (len(rows),):
+        raise CpdecompError(f"training_targets has {y.size} values for {len(rows)} training rows")
+    return rows, y
 
 
 CROSS_FIT_STREAM = 7
@@ -187,17 +195,9 @@ def cross_fit_interval(system: ConformalSystem, training_targets: ArrayLike,
     Each split costs two half-size fits and three calibration games.
     """
     fitted = system.fitted
-    if fitted.digest is None:
-        raise CpdecompError("the cross-fitted interval refits the system's models: it needs a "
-                            "system fitted here (fit_system), not given functions or models")
+    rows, y = _refit_inputs(system, training_targets, level, "the cross-fitted interval")
     if n_splits < 2:
         raise CpdecompError("the cross-fitted interval needs at least 2 splits")
-    if not 0 < level < 1:
-        raise CpdecompError(f"the interval level must lie strictly between 0 and 1, not {level}")
-    y = np.asarray(training_targets, dtype=float)
-    rows = fitted.training_rows
-    if y.shape != (len(rows),):
-        raise CpdecompError(f"training_targets has {y.size} values for {len(rows)} training rows")
     half = len(rows) // 2
     if half < MIN_TRAINING_ROWS:
         raise CpdecompError(f"the cross-fitted interval fits on halves of the training rows: "
