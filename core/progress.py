@@ -109,6 +109,9 @@ class RunProgress:
             self.n_patients = n_patients
             self.done = self.patients_done = 0
             self.started = self.clock()
+            # The work's first tick reports, even right after a "preparing" line: a run shorter
+            # than LINE_SECONDS would otherwise say nothing between that line and its end.
+            self._said_at = None
 
     def __call__(self, cells: int) -> None:
         """The work meter: `cells` more masked cells are done."""
