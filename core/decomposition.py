@@ -296,8 +296,9 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
     if calibration is None:
         calibration = calibration_attribution(design, calibration_values)
     if instance_shapley is not None:
-        if design.sampled or fixed_quantile:
-            raise ValueError("φ_I without v_I needs an exact design and no fixed-q̂ view")
+        if design.sampled or (fixed_quantile and scale != "identity"):
+            raise ValueError("φ_I without v_I needs an exact design, and the identity scale "
+                             "for the fixed-q̂ view")
         phi_i, instance_full, instance_empty = instance_shapley
         # The design is linear: φ of v_C + v_I is φ_C + φ_I.
         phi_t = calibration[0][None, :] + phi_i
@@ -329,7 +330,10 @@ def decompose(design: Design, calibration_values: FloatArray, instance_values: F
         errors = [None if calibration[1] is None else np.tile(calibration[1], (n_patients, 1)),
                   design.standard_errors(instance_values), design.standard_errors(total_values)]
     fixed = None
-    if fixed_quantile and instance_values is not None:
+    if fixed_quantile and instance_values is None:
+        # identity scale (checked above): v_F = A(q̂) + v_I, and a constant has no Shapley share
+        fixed = phi_i.copy()
+    elif fixed_quantile and instance_values is not None:
         # v_F(S) = T⁻¹(A(q̂) + B(h_S)): the instance game at the full model's q̂
         at_full_quantile = calibration_values[design.full_index] + instance_values
         fixed = design.apply(np.exp(at_full_quantile) if scale == "log" else at_full_quantile)

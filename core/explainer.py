@@ -278,8 +278,8 @@ class PatientGames:
         the plain components. Games of the same fitted system and background on other
         calibration sets (Explainer.with_calibration) finish it each without evaluating it
         again (core.recalibration)."""
-        shapley = (None if self.fixed_quantile  # the comparator view reads v_I per coalition
-                   else instance_shapley(self.family, self.evaluator, rows, self.design))
+        shapley = instance_shapley(self.family, self.evaluator, rows, self.design,
+                                   self.fixed_quantile)
         v_i = (instance_values(self.family, self.evaluator, rows, self.design.coalitions)
                if shapley is None else None)
         comps = {name: self.evaluator.plain(name, rows) for name in self.family.components}

@@ -75,14 +75,16 @@ def test_cqr_decomposition_is_the_same_on_either_path(model, monkeypatch):
                         model=model).conformalize(table.iloc[half:], y[half:])
     patients = table.iloc[half:half + 12]
     monkeypatch.setattr(instance, "GROUP_SHAPLEY_PLAYERS", 99)
-    lattice = Explainer(system, background_size=16).explain(patients)
+    lattice = Explainer(system, background_size=16).explain(patients, fixed_quantile=True)
     monkeypatch.setattr(instance, "GROUP_SHAPLEY_PLAYERS", 2)
     explainer = Explainer(system, background_size=16)
-    games = explainer._games_for("exact", 0.1, "width", None, None, 0, 0, False)
+    # the dashboard asks for the fixed-q̂ view too: on CQR's identity scale it keeps the groups
+    games = explainer._games_for("exact", 0.1, "width", None, None, 0, 0, True)
     assert instance.instance_shapley(games.family, games.evaluator,
-                                     system.fitted.encode(patients), games.design) is not None
-    groups = explainer.explain(patients)
-    for part in ("calibration", "instance", "total"):
+                                     system.fitted.encode(patients), games.design,
+                                     games.fixed_quantile) is not None
+    groups = explainer.explain(patients, fixed_quantile=True)
+    for part in ("calibration", "instance", "total", "fixed_quantile"):
         np.testing.assert_allclose(getattr(groups.decomposition, part),
                                    getattr(lattice.decomposition, part), rtol=0,
                                    atol=1e-12 * lattice.width.max())

@@ -35,7 +35,8 @@ d = 10–12 and ~8 times at d = 16 (benchmarks/user_models.py)."""
 
 
 def instance_shapley(family: Family, evaluator: MaskedEvaluator, patients: FloatArray,
-                     design: Design) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+                     design: Design, fixed_quantile: bool = False
+                     ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
     """(φ_I (n_patients, n_players), v_I(all players), v_I(no player)) without evaluating v_I
     on the design's coalitions, or None where that does not apply.
 
@@ -43,12 +44,15 @@ def instance_shapley(family: Family, evaluator: MaskedEvaluator, patients: Float
     GROUP_SHAPLEY_PLAYERS features on, for a family whose B(h) is a linear combination of its
     components (`instance_coefficients`, CQR's hi − lo) when each component is a tree
     ensemble with no link: the Shapley value is linear in the game, so φ_I is the same
-    combination of the components' exact Shapley values.
+    combination of the components' exact Shapley values. With `fixed_quantile` (the
+    comparator view, Decomposition.fixed_quantile) it applies on the identity scale only,
+    where that view's game is v_I plus a constant and so has φ_I's Shapley values.
     """
     coefficients: dict[str, float] | None = getattr(family, "instance_coefficients", None)
     if (coefficients is None or design.method != "exact" or design.groups is not None
             or design.sampled or design.n_players < GROUP_SHAPLEY_PLAYERS
-            or design.coalitions.shape[1] != evaluator.n_columns):
+            or design.coalitions.shape[1] != evaluator.n_columns
+            or (fixed_quantile and family.scale != "identity")):
         return None
     parts = evaluator.shapley_by_row(patients, tuple(coefficients))
     if parts is None:
