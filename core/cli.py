@@ -525,7 +525,8 @@ def run_explain(args: argparse.Namespace, console: Console) -> str:
         console.step(f"{fitted_text(args, models, study.n_train)} and calibrated "
                      f"({args.family}, {study.system.n_calibration:,} rows); explaining "
                      f"{n_patients:,} patients with {args.method}")
-        estimate = study.estimate(args.method, args.budget, groups, args.background_bootstrap)
+        estimate = study.estimate(args.method, args.budget, groups, args.background_bootstrap,
+                                  args.fixed_quantile)
         check_time(estimate, args.max_seconds, args.masking)
         if estimate.seconds > SAY_ESTIMATE_SECONDS:
             progress.say(estimate_text(estimate, n_patients))
@@ -569,9 +570,15 @@ def estimate_text(estimate: RunEstimate, n_patients: int) -> str:
     if estimate.slow:
         slow = (f"; {' and '.join(estimate.slow)} by brute force: each costs "
                 f"{estimate.background:,} model rows (the background) per combination")
-    return (f"expected to take about {duration(estimate.seconds)} ({estimate.coalitions:,} "
-            f"feature combinations for {n_patients:,} patients"
-            + (" and the calibration set" if estimate.calibration_cells else "") + f"{slow})")
+    if estimate.instance_path == "groups":
+        # the patients' part comes from the trees' leaf groups, not from the combinations
+        work = (f"{estimate.coalitions:,} feature combinations for the calibration set, "
+                if estimate.calibration_cells else "")
+        work += f"{n_patients:,} patients from the trees' leaf groups"
+    else:
+        work = (f"{estimate.coalitions:,} feature combinations for {n_patients:,} patients"
+                + (" and the calibration set" if estimate.calibration_cells else ""))
+    return f"expected to take about {duration(estimate.seconds)} ({work}{slow})"
 
 
 def check_time(estimate: RunEstimate, limit: float | None, masking: str) -> None:

@@ -147,8 +147,9 @@ class RunEstimate:
     """What explaining a cohort will cost, measured on a few of its own rows before it starts.
 
     A cell is one feature combination at one row (calibration or patient; once more per
-    redrawn background); `seconds` is the masking's expected time, which is nearly all of a run
-    (the scores, sorts and attributions cost a small share of it).
+    redrawn background); `seconds` is the run's expected time: its masking, the calibration
+    game's scores and sorts, and the patients' Shapley sums or leaf groups, each at its own
+    pace (a few fixed costs, such as the masking check and the fit, are not in it).
     """
 
     cells: int
@@ -162,6 +163,9 @@ class RunEstimate:
     background: int
     slow: tuple[str, ...]
     """The components masked by brute force (each cell costs a background's model rows)."""
+    instance_path: str = "lattice"
+    """Where the patients' φ_I comes from: "lattice" (v_I at every combination, then the
+    Shapley sum) or "groups" (the trees' leaf groups, core.games.instance.instance_shapley)."""
 
 
 PROBE_COALITIONS = 16
@@ -483,14 +487,20 @@ class Explainer:
         return game
 
     def estimate(self, n_patients: int, method: str = "exact", budget: int | None = None,
-                 groups: Groups | None = None, background_bootstrap: int = 0) -> RunEstimate:
+                 groups: Groups | None = None, background_bootstrap: int = 0,
+                 fixed_quantile: bool = False) -> RunEstimate:
         """The cost of explaining `n_patients`, timed on a few calibration rows.
 
         Fast paths are timed on PROBE_ROWS rows at every combination (after their tables are
-        built, which the run then reuses); brute force on one model call's worth of
-        combinations at PROBE_BRUTE_ROWS rows, since one row of it can already take seconds. A
-        calibration game already computed (in memory or the disk cache) costs nothing. The probe
-        does not move the work meter.
+        built, which the run then reuses), masked alone (a patient's cells) and as a
+        calibration game (masked, scored and sorted); brute force on one model call's worth of
+        combinations at PROBE_BRUTE_ROWS rows, since one row of it can already take seconds.
+        Patients whose φ_I comes from the trees' leaf groups (instance_shapley) are timed on
+        that path instead of the combinations, and the Shapley sum over the combinations is
+        timed too (at d = 16 it is nearly half of a patient's time on the lattice). A
+        calibration game already computed (in memory or the disk cache) costs nothing. The
+        probe does not move the work meter. Measured against the runs themselves:
+        docs/benchmarks/estimate.md.
         """
         design = self.design(method, budget, groups)
         coalitions = design.coalitions
@@ -514,20 +524,61 @@ class Explainer:
                 else coalitions
         else:
             probe = coalitions
+        family = self.system.family
+        targets = self.system.calibration_targets[:len(rows)]
+        per_patient = 0.0  # on the groups' path: seconds per patient
         with unmetered():
-            # the kernels compiled (or read from numba's cache) first: once per process
-            self.evaluator.evaluate_by_row(probe[:2], rows[:1], names)
+            # The kernels compiled (or read from numba's cache) and the combinations' own
+            # tables built first, on one row: once per process and per design, not per cell
+            # (timed with the rows, they had the probe read 2-7 times the run's pace). Brute
+            # force builds no such tables, and one row of it can take seconds.
+            self.evaluator.evaluate_by_row(probe[:2] if slow else probe, rows[:1], names)
             started = time.perf_counter()
             self.evaluator.evaluate_by_row(probe, rows, names)
-            seconds = (time.perf_counter() - started) / max(len(probe) * len(rows), 1)
+            masking = (time.perf_counter() - started) / max(len(probe) * len(rows), 1)
+            # A calibration cell is also scored and sorted: at d = 16 that is more than its
+            # masking. Brute force's model calls dwarf both, so its probe is not run twice.
+            calibrating = masking
+            if not slow:
+                started = time.perf_counter()
+                CalibrationGame.compute(family, self.evaluator, rows, targets, probe)
+                calibrating = (time.perf_counter() - started) / max(len(probe) * len(rows), 1)
+            groups_path = instance_shapley(family, self.evaluator, rows[:1], design,
+                                           fixed_quantile) is not None
+            if groups_path:
+                started = time.perf_counter()
+                instance_shapley(family, self.evaluator, rows, design, fixed_quantile)
+                per_patient = (time.perf_counter() - started) / len(rows)
+            # the Shapley sum over the combinations: its cost is the design's, not the values'
+            games = np.zeros((PROBE_ROWS, len(coalitions)))
+            design.apply(games[:1])
+            started = time.perf_counter()
+            design.apply(games)
+            per_sum = (time.perf_counter() - started) / PROBE_ROWS
+        # Calibration games: this set's (unless computed) and one per redrawn background.
+        calibration = calibration_cells + len(coalitions) * background_bootstrap * n_calibration
         # The background's batches (background_error_on) mask every cell once more, over the
         # same model rows in all: their time is counted, their cells move no meter.
-        extra = 0
-        if self.background_error_on() and self.background_batches():
+        batches = len(self.background_batches()) if self.background_error_on() else 0
+        if batches:
             done = (method, budget, groups) in self._batch_games
-            extra = len(coalitions) * ((0 if done else n_calibration) + n_patients)
-        return RunEstimate(cells, calibration_cells, seconds * (cells + extra), len(coalitions),
-                           coalitions.shape[1], len(self.background), slow)
+            calibration += len(coalitions) * (0 if done else n_calibration)
+        # Per patient: v_I masked at every combination once per background (the run's own
+        # unless on the groups' path, each redrawn one, the batches'), and the Shapley sums
+        # the run takes over combinations: φ_I and φ_T (one each on the lattice), the fixed-q̂
+        # view, and one per redrawn background and per batch.
+        backgrounds = background_bootstrap + (1 if batches else 0)
+        sums = background_bootstrap + batches
+        if groups_path:
+            patients = n_patients * (per_patient + sums * per_sum)
+        else:
+            backgrounds += 1
+            patients = n_patients * (2 + fixed_quantile + sums) * per_sum
+        patients += masking * len(coalitions) * n_patients * backgrounds
+        seconds = calibrating * calibration + patients
+        return RunEstimate(cells, calibration_cells, seconds,
+                           len(coalitions), coalitions.shape[1], len(self.background), slow,
+                           "groups" if groups_path else "lattice")
 
     def calibration_bootstrap(self, method: str, alpha: float, n_replicates: int,
                               budget: int | None = None, groups: Groups | None = None,

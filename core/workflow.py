@@ -244,10 +244,11 @@ class Study:
 
     def estimate(self, method: str = "exact", budget: int | None = None,
                  groups: Sequence[Sequence[str]] | None = None,
-                 background_bootstrap: int = 0) -> RunEstimate:
+                 background_bootstrap: int = 0, fixed_quantile: bool = False) -> RunEstimate:
         """What explaining every patient will cost (Explainer.estimate), before it starts."""
         return self.explainer.estimate(len(self.patients), method, budget,
-                                       self.player_groups(groups), background_bootstrap)
+                                       self.player_groups(groups), background_bootstrap,
+                                       fixed_quantile)
 
     def _player_values(self, table: pd.DataFrame, players: Groups | None) -> pd.DataFrame:
         return self.explainer.player_values(table, players)
@@ -533,11 +534,11 @@ class StreamedStudy:
 
     def estimate(self, method: str = "exact", budget: int | None = None,
                  groups: Sequence[Sequence[str]] | None = None,
-                 background_bootstrap: int = 0) -> RunEstimate:
+                 background_bootstrap: int = 0, fixed_quantile: bool = False) -> RunEstimate:
         """What explaining every chunk will cost (Explainer.estimate), before it starts."""
         return self.prepared.explainer.estimate(
             self.n_patients, method, budget, self.prepared.explainer.player_groups(groups),
-            background_bootstrap)
+            background_bootstrap, fixed_quantile)
 
     def iter_explain(self, method: str = "exact", alpha: float = 0.1, units: Units = "width",
                      budget: int | None = None, jobs: int = 1, progress: Progress | None = None,

@@ -78,3 +78,113 @@ def test_the_estimate_counts_the_runs_cells_and_names_the_slow_components():
     # brute force: each cell is a background's model rows (16 here): far above the tables
     assert slow.seconds > fast.seconds
     assert np.isfinite(slow.seconds) and slow.seconds > 0
+
+
+class FakeClock:
+    """perf_counter for core.explainer: it moves only by what the wrapped work adds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+CELL, SCORE, PATIENT, SUM = 1e-6, 3e-6, 1e-3, 1e-4
+"""Seconds the fake clock moves per masked cell, per scored calibration cell, per patient on
+the leaf groups' path and per Shapley sum over the combinations (per game): distinct, so a
+wrong term shows."""
+
+
+def priced(study, monkeypatch) -> FakeClock:
+    """The study's estimate timed by a fake clock: masking, the groups' φ_I and the design's
+    sums each move it by their own pace."""
+    from cpdecomp.core import explainer as module
+    clock = FakeClock()
+    monkeypatch.setattr(module, "time", clock)
+    evaluator, family = study.explainer.evaluator, study.system.family
+    evaluate, shapley, scores = evaluator.evaluate_by_row, module.instance_shapley, family.scores
+
+    def masked(coalitions, rows, names, *args, **kwargs):
+        clock.now += CELL * len(coalitions) * len(rows)
+        return evaluate(coalitions, rows, names, *args, **kwargs)
+
+    def from_groups(family, evaluator, rows, design, fixed_quantile=False):
+        out = shapley(family, evaluator, rows, design, fixed_quantile)
+        clock.now += PATIENT * len(rows) if out is not None else 0.0
+        return out
+
+    def summed(apply):
+        def timed(self, values):
+            clock.now += SUM * np.asarray(values).reshape(-1, np.shape(values)[-1]).shape[0]
+            return apply(self, values)
+        return timed
+
+    def scored(targets, components):
+        out = scores(targets, components)
+        clock.now += SCORE * out.size  # the calibration game's scores (and, in a run, sort)
+        return out
+
+    monkeypatch.setattr(evaluator, "evaluate_by_row", masked)
+    monkeypatch.setattr(module, "instance_shapley", from_groups)
+    monkeypatch.setattr(family, "scores", scored)
+    for method, budget in (("exact", None), ("kernel", 256)):
+        design = type(study.explainer.design(method, budget, None))
+        monkeypatch.setattr(design, "apply", summed(design.apply))
+    return clock
+
+
+def test_the_estimate_prices_each_patient_on_the_path_the_run_takes(monkeypatch):
+    """CQR with exact Shapley from GROUP_SHAPLEY_PLAYERS features: the patients' φ_I comes
+    from the trees' leaf groups, so their time is that path's, not the combinations'; on the
+    lattice each patient adds its Shapley sums (φ_I and φ_T, and the fixed-q̂ view)."""
+    from cpdecomp.core.games.instance import GROUP_SHAPLEY_PLAYERS
+    from cpdecomp.core.warmup import synthetic_table
+    table = synthetic_table(GROUP_SHAPLEY_PLAYERS)
+    wide = prepare_study(table, StudyOptions(target="outcome", family="cqr", background=16))
+    priced(wide, monkeypatch)
+    n, n_cal = len(wide.patients), wide.system.n_calibration
+    combinations = 2 ** GROUP_SHAPLEY_PLAYERS
+    for fixed in (False, True):  # the dashboard's fixed-q̂ view keeps the groups on CQR
+        groups = wide.estimate(fixed_quantile=fixed)
+        assert groups.instance_path == "groups"
+        assert groups.cells == combinations * (n_cal + n)  # the meter still ticks every cell
+        assert groups.seconds == pytest.approx((CELL + SCORE) * combinations * n_cal
+                                               + PATIENT * n)
+    redrawn = wide.estimate(background_bootstrap=2)
+    # each redrawn background is a calibration game, and masks the patients on the lattice
+    assert redrawn.seconds == pytest.approx(
+        (CELL + SCORE) * combinations * 3 * n_cal + CELL * combinations * 2 * n
+        + n * (PATIENT + 2 * SUM))
+    kernel = wide.estimate("kernel", 256)
+    assert kernel.instance_path == "lattice"
+    assert kernel.seconds == pytest.approx((CELL + SCORE) * 256 * n_cal + CELL * 256 * n
+                                           + 2 * SUM * n)
+
+    monkeypatch.undo()
+    narrow = prepare_study(synthetic_table(4), StudyOptions(target="outcome", family="cqr",
+                                                            background=16))
+    priced(narrow, monkeypatch)
+    n, n_cal = len(narrow.patients), narrow.system.n_calibration
+    for fixed in (False, True):
+        lattice = narrow.estimate(fixed_quantile=fixed)
+        assert lattice.instance_path == "lattice"
+        assert lattice.seconds == pytest.approx((CELL + SCORE) * 16 * n_cal + CELL * 16 * n
+                                                + (2 + fixed) * SUM * n)
+
+
+def test_the_cli_says_where_the_patients_time_goes():
+    from cpdecomp.core.cli import estimate_text
+    from cpdecomp.core.explainer import RunEstimate
+    groups = RunEstimate(1 << 26, 1 << 24, 90.0, 65536, 16, 100, (), "groups")
+    assert estimate_text(groups, 3000) == (
+        "expected to take about 1:30 (65,536 feature combinations for the calibration set, "
+        "3,000 patients from the trees' leaf groups)")
+    cached = RunEstimate(1 << 26, 0, 9.0, 65536, 16, 100, (), "groups")
+    assert estimate_text(cached, 3000) == (
+        "expected to take about 0:09 (3,000 patients from the trees' leaf groups)")
+    lattice = RunEstimate(1 << 20, 1 << 19, 131.0, 8192, 13, 64, ("f",))
+    assert estimate_text(lattice, 125) == (
+        "expected to take about 2:11 (8,192 feature combinations for 125 patients and the "
+        "calibration set; f by brute force: each costs 64 model rows (the background) per "
+        "combination)")
